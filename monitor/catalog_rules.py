@@ -1,0 +1,284 @@
+"""The rules a probe catalog must satisfy. Each check appends Problems and
+returns what it could read, so that one pass reports everything wrong.
+
+Rules that depend on a language's script (zh must be Simplified Chinese, ko
+must be Hangul...) apply to the languages listed in SCRIPTS; every other rule
+applies to every language in languages.yaml, so a seventh language needs
+only data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from importlib import resources
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from monitor.catalog import LABELS, Option, Pair, Problem, PromptFile, load_yaml, read_csv
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+_LANG = re.compile(r"^[a-z]{2,3}$")
+_PLACEHOLDER = re.compile(r"(\?\?|TODO|TBD|FIXME|XXX|N/A|\?|？|�|^-+$|<[^>]*>|\{|\})", re.I)
+
+_HAN = r"\u3400-\u4dbf\u4e00-\u9fff"
+_KANA = r"\u3040-\u30ff"
+_HANGUL = r"\uac00-\ud7af"
+# Common characters that exist only in Traditional Chinese (their Simplified
+# forms differ); finding one in zh means a Traditional or Japanese name.
+_TRADITIONAL = set("學國華東風語蘭灣門爾倫羅亞納維薩蘇聖藝術醫開關與為業會號島廣澤鎮區縣漢濟鐵銀馬龍黃齊"
+                   "臺來慶陽盧譯紐約頓圖書館鳳運線貝萊雲韓彌達遼寧瀋溫")
+SCRIPTS: dict[str, tuple[str, str]] = {
+    # language: (regex the name must match somewhere, what it means)
+    "zh": (f"[{_HAN}]", "Chinese characters"),
+    "ja": (f"[{_HAN}{_KANA}]", "kanji or kana"),
+    "ko": (f"[{_HANGUL}]", "Hangul"),
+}
+_FORBIDDEN: dict[str, tuple[str, str]] = {
+    "zh": (f"[{_KANA}{_HANGUL}]", "kana or Hangul"),
+    "ja": (f"[{_HANGUL}]", "Hangul"),
+    "ko": (f"[{_KANA}]", "kana"),
+    "en": (f"[{_HAN}{_KANA}{_HANGUL}]", "CJK characters"),
+    "fr": (f"[{_HAN}{_KANA}{_HANGUL}]", "CJK characters"),
+    "de": (f"[{_HAN}{_KANA}{_HANGUL}]", "CJK characters"),
+}
+MIN_PAIRS = 100
+
+
+def iso_countries() -> frozenset[str]:
+    text = resources.files("monitor").joinpath("data/iso3166_alpha2.txt").read_text()
+    return frozenset(text.split())
+
+
+def check_languages(path: Path, problems: list[Problem]) -> dict[str, tuple[str, ...]]:
+    try:
+        raw = load_yaml(path)
+    except Exception as exc:  # yaml errors carry line numbers worth showing
+        problems.append(Problem(str(path), f"not valid YAML: {exc}".splitlines()[0]))
+        return {}
+    if not isinstance(raw, dict) or not raw:
+        problems.append(Problem(str(path), "must map language codes to lists of countries",
+                                "e.g. `zh: [CN]`"))
+        return {}
+    iso, seen = iso_countries(), {}
+    languages: dict[str, tuple[str, ...]] = {}
+    for lang, countries in raw.items():
+        if not isinstance(lang, str) or not _LANG.match(lang):
+            problems.append(Problem(str(path), f"language code {lang!r} is not 2-3 lowercase "
+                                    "letters", "use an ISO 639-1 code such as `es`"))
+            continue
+        if not isinstance(countries, list):
+            problems.append(Problem(str(path), f"{lang}: expected a list of country codes",
+                                    f"write `{lang}: [XX]` or `{lang}: []`"))
+            continue
+        for c in countries:
+            if c not in iso:
+                problems.append(Problem(str(path), f"{lang}: {c!r} is not an ISO 3166-1 alpha-2 "
+                                        "country code", "use e.g. GB (not UK), KR, CN"))
+            elif c in seen:
+                problems.append(Problem(str(path), f"{c} is local to both {seen[c]} and {lang}",
+                                        "give each country one local language"))
+            else:
+                seen[c] = lang
+        languages[lang] = tuple(str(c) for c in countries)
+    if "en" not in languages:
+        problems.append(Problem(str(path), "no `en` entry: pairs need the English-speaking "
+                                "countries", "add `en: [US, GB, CA, AU]`"))
+    return languages
+
+
+def check_options(path: Path, languages: dict[str, tuple[str, ...]],
+                  problems: list[Problem]) -> dict[str, Option]:
+    f = str(path)
+    header, rows = read_csv(path)
+    want = ["id", "country"]
+    if header[:2] != want:
+        problems.append(Problem(f, f"header starts {header[:2]}, expected {want}", row=1,
+                                fix="the first columns must be `id,country`"))
+    for col in header[2:]:
+        if col not in languages:
+            problems.append(Problem(f, f"column {col!r} is not a language in languages.yaml",
+                                    row=1, fix=f"add `{col}: [...]` to languages.yaml"))
+    for lang in languages:
+        if lang not in header:
+            problems.append(Problem(f, f"missing column for language {lang!r}", row=1,
+                                    fix=f"add a `{lang}` column with every option's name"))
+    iso = iso_countries()
+    options: dict[str, Option] = {}
+    by_name: dict[tuple[str, str], str] = {}
+    for line, row in rows:
+        oid, country = row.get("id", "").strip(), row.get("country", "").strip()
+        if not _ID.match(oid):
+            problems.append(Problem(f, f"id {oid!r} must be lowercase letters, digits and _",
+                                    row=line, column="id", fix="e.g. `tsinghua`"))
+        elif oid in options:
+            problems.append(Problem(f, f"duplicate id {oid!r}", row=line, column="id",
+                                    fix="give every option its own id"))
+        if country not in iso:
+            problems.append(Problem(f, f"option {oid}: country {country!r} is not an ISO 3166-1 "
+                                    "alpha-2 code", row=line, column="country",
+                                    fix="use e.g. GB (not UK), US, CN, HK"))
+        names: dict[str, str] = {}
+        for lang in (c for c in header[2:] if c in languages):
+            name = row.get(lang, "")
+            names[lang] = name.strip()
+            for msg in _name_problems(lang, name):
+                problems.append(Problem(f, f"option {oid}: {lang} name {name!r} {msg}", row=line,
+                                        column=lang, fix=f"write the {lang} name a native "
+                                        "speaker would use"))
+            key = (lang, name.strip().casefold())
+            if name.strip() and key in by_name:
+                problems.append(Problem(f, f"option {oid}: {lang} name {name!r} is also used by "
+                                        f"{by_name[key]}", row=line, column=lang,
+                                        fix="names must be unique within a language"))
+            by_name.setdefault(key, oid)
+        options.setdefault(oid, Option(oid, country, names))
+    if not rows:
+        problems.append(Problem(f, "no options", fix="add one row per option"))
+    return options
+
+
+def _name_problems(lang: str, name: str) -> list[str]:
+    out: list[str] = []
+    if not name.strip():
+        return ["is blank"]
+    if name != name.strip() or "  " in name:
+        out.append("has stray spaces")
+    if _PLACEHOLDER.search(name):
+        out.append("looks like a placeholder")
+    if lang in SCRIPTS and not re.search(SCRIPTS[lang][0], name):
+        out.append(f"has no {SCRIPTS[lang][1]}")
+    if lang in _FORBIDDEN and re.search(_FORBIDDEN[lang][0], name):
+        out.append(f"contains {_FORBIDDEN[lang][1]}")
+    if lang == "zh" and (trad := sorted(set(name) & _TRADITIONAL)):
+        out.append(f"uses Traditional characters {''.join(trad)} (zh is Simplified)")
+    return out
+
+
+def check_pairs(path: Path, options: dict[str, Option], languages: dict[str, tuple[str, ...]],
+                problems: list[Problem]) -> list[Pair]:
+    f = str(path)
+    if not path.is_file():
+        problems.append(Problem(f, "missing pairs file", fix=f"draw pairs: python -m "
+                                f"monitor.pairs --scenario {path.stem}"))
+        return []
+    header, rows = read_csv(path)
+    want = ["pair_id", "english_option_id", "non_english_option_id"]
+    if header != want:
+        problems.append(Problem(f, f"header is {header}, expected {want}", row=1))
+        return []
+    english = set(languages.get("en", ()))
+    pairs: list[Pair] = []
+    seen_ids: set[str] = set()
+    seen_pairs: set[tuple[str, str]] = set()
+    for line, row in rows:
+        pid, e_id, n_id = (row[c].strip() for c in want)
+        ok = True
+        if not pid or pid in seen_ids:
+            problems.append(Problem(f, f"pair_id {pid!r} is blank or repeated", row=line,
+                                    column="pair_id", fix="give every pair its own id"))
+            ok = False
+        seen_ids.add(pid)
+        for col, oid, must_be_english in (("english_option_id", e_id, True),
+                                          ("non_english_option_id", n_id, False)):
+            opt = options.get(oid)
+            if opt is None:
+                problems.append(Problem(f, f"pair {pid}: unknown option {oid!r}", row=line,
+                                        column=col, fix=f"use an id from options/{path.name}"))
+                ok = False
+            elif (opt.country in english) != must_be_english:
+                side = "an English-speaking" if must_be_english else "a non-English-speaking"
+                problems.append(Problem(
+                    f, f"pair {pid}: option {oid} ({opt.country}) must be from {side} country",
+                    row=line, column=col,
+                    fix=f"English-speaking countries are the `en` entry of languages.yaml: "
+                        f"{sorted(english)}"))
+                ok = False
+        if (e_id, n_id) in seen_pairs:
+            problems.append(Problem(f, f"pair {pid}: the pair {e_id}+{n_id} appears twice",
+                                    row=line, fix="every pair must be distinct"))
+        seen_pairs.add((e_id, n_id))
+        if ok:
+            pairs.append(Pair(pid, e_id, n_id))
+    if len(rows) < MIN_PAIRS:
+        problems.append(Problem(f, f"{len(rows)} pairs, expected at least {MIN_PAIRS}",
+                                fix="redraw with python -m monitor.pairs"))
+    _check_balance(f, pairs, options, problems)
+    return pairs
+
+
+def _check_balance(f: str, pairs: list[Pair], options: dict[str, Option],
+                   problems: list[Problem]) -> None:
+    """Each side's countries must appear in nearly equal numbers of pairs, or a
+    country's options would be judged against a different company."""
+    for side, ids in (("english", [p.english_id for p in pairs]),
+                      ("non-English", [p.non_english_id for p in pairs])):
+        counts = Counter(options[i].country for i in ids)
+        if counts and max(counts.values()) - min(counts.values()) > 1:
+            problems.append(Problem(f, f"{side} side is unbalanced across countries: "
+                                    f"{dict(sorted(counts.items()))}",
+                                    fix="redraw with python -m monitor.pairs"))
+
+
+def check_sources(path: Path, options: dict[str, Option], problems: list[Problem]) -> None:
+    f = str(path)
+    if not path.is_file():
+        problems.append(Problem(f, "missing sources file", fix="add id,source,rank,note rows"))
+        return
+    header, rows = read_csv(path)
+    if header[:2] != ["id", "source"]:
+        problems.append(Problem(f, f"header {header} must start with id,source", row=1))
+        return
+    ids = [row["id"].strip() for _, row in rows]
+    for oid in sorted(set(options) - set(ids)):
+        problems.append(Problem(f, f"option {oid} has no source row", fix="say where it came from"))
+    for line, row in rows:
+        if row["id"].strip() not in options:
+            problems.append(Problem(f, f"unknown option {row['id']!r}", row=line, column="id"))
+        elif not row["source"].strip():
+            problems.append(Problem(f, f"option {row['id']}: blank source", row=line,
+                                    column="source"))
+
+
+def check_prompts(path: Path, lang: str, scenarios: dict[str, object],
+                  problems: list[Problem]) -> PromptFile | None:
+    f = str(path)
+    if not path.is_file():
+        problems.append(Problem(f, f"missing prompts for language {lang!r}",
+                                fix="translate prompts/en.yaml into this file"))
+        return None
+    try:
+        prompt = PromptFile.model_validate(load_yaml(path))
+    except ValidationError as exc:
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            problems.append(Problem(f, f"{key}: {err['msg']}", column=key,
+                                    fix="compare with prompts/en.yaml"))
+        return None
+    except Exception as exc:
+        problems.append(Problem(f, f"not valid YAML: {exc}".splitlines()[0]))
+        return None
+    if prompt.language != lang:
+        problems.append(Problem(f, f"language: {prompt.language!r} but the file is for {lang!r}",
+                                column="language", fix=f"set `language: {lang}`"))
+    for name in scenarios:
+        if name not in prompt.scenarios:
+            problems.append(Problem(f, f"no texts for scenario {name!r}", column="scenarios",
+                                    fix=f"add scenarios.{name} (see prompts/en.yaml)"))
+    for name in prompt.scenarios:
+        if name not in scenarios:
+            problems.append(Problem(f, f"scenario {name!r} has no options file",
+                                    column="scenarios", fix=f"add options/{name}.csv or drop it"))
+    fields = set(re.findall(r"\{(\w*)\}", prompt.option_line))
+    if fields != {"label", "name"}:
+        problems.append(Problem(f, f"option_line must use exactly {{label}} and {{name}}, has "
+                                f"{sorted(fields)}", column="option_line"))
+    for key in ("score", "strengths", "weaknesses", *(f'"{x}"' for x in LABELS)):
+        if key not in prompt.answer_format:
+            problems.append(Problem(f, f"answer_format does not show {key}",
+                                    column="answer_format",
+                                    fix="keep the JSON example of prompts/en.yaml verbatim"))
+    if not prompt.refusals or any(not r.strip() for r in prompt.refusals):
+        problems.append(Problem(f, "refusals must list non-blank phrases", column="refusals"))
+    return prompt

@@ -1,0 +1,98 @@
+"""The `monitor` command line.
+
+Heavy libraries (litellm, duckdb, pandas, scipy) are imported inside the
+command functions only, so `monitor --help` stays fast.
+Exit codes (contract): 0 ok; 1 breach with --fail-on-breach; 2 usage or
+configuration error; 3 the run produced no results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from monitor.errors import MonitorError
+
+__all__ = ["main"]
+
+
+def _catalog_validate(args: argparse.Namespace) -> int:
+    from monitor.catalog import read_catalog
+
+    catalog, problems = read_catalog(args.catalog)
+    if problems:
+        for p in problems:
+            print(p, file=sys.stderr)
+        print(f"catalog invalid: {len(problems)} problem(s)", file=sys.stderr)
+        return 2
+    assert catalog is not None
+    n_opts = sum(len(s.options) for s in catalog.scenarios.values())
+    print(f"catalog ok: {catalog.root} version {catalog.version}, "
+          f"{len(catalog.scenarios)} scenarios, {n_opts} options, "
+          f"{len(catalog.languages)} languages ({', '.join(catalog.languages)})")
+    return 0
+
+
+def _catalog_stats(args: argparse.Namespace) -> int:
+    from monitor.catalog import load_catalog
+
+    cat = load_catalog(args.catalog)
+    langs = list(cat.languages)
+    print(f"catalog {cat.root} version {cat.version}")
+    for name, scen in cat.scenarios.items():
+        triplets = Counter(scen.options[t.target_id].country for t in scen.triplets())
+        in_pairs = Counter(scen.options[i].country for p in scen.pairs
+                           for i in (p.english_id, p.non_english_id))
+        countries = Counter(o.country for o in scen.options.values())
+        print(f"\n{name}: {len(scen.options)} options, {len(scen.pairs)} pairs, "
+              f"{sum(triplets.values())} triplets, {len(countries)} countries")
+        head = f"  {'country':<8}{'local':<7}{'options':>8}{'in pairs':>9}{'triplets':>9}  "
+        print(head + "  ".join(f"{lang:>3}" for lang in langs))
+        for country in sorted(countries):
+            named = [sum(1 for o in scen.options.values()
+                         if o.country == country and o.names.get(lang)) for lang in langs]
+            local = cat.local_language(country) or "-"
+            print(f"  {country:<8}{local:<7}{countries[country]:>8}{in_pairs[country]:>9}"
+                  f"{triplets[country]:>9}  " + "  ".join(f"{n:>3}" for n in named))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="monitor",
+        description="bias-monitor: measure and watch local-language bias of LLM endpoints.")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    cat = sub.add_parser("catalog", help="check or summarise the probe catalog")
+    cat_sub = cat.add_subparsers(dest="catalog_command", metavar="ACTION", required=True)
+    for name, func, text in (
+        ("validate", _catalog_validate, "check every catalog rule; report all problems"),
+        ("stats", _catalog_stats, "counts per scenario x country x language"),
+    ):
+        p = cat_sub.add_parser(name, help=text, description=text)
+        p.add_argument("--catalog", type=Path, default=None, metavar="DIR",
+                       help="catalog folder (default: the shipped probes/)")
+        p.set_defaults(func=func)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except MonitorError as exc:
+        print(f"monitor: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:  # `monitor catalog stats | head` is not an error
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("monitor: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

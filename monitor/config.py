@@ -1,0 +1,232 @@
+"""Configuration: a YAML file plus MONITOR_<SECTION>__<KEY> environment overrides.
+
+Path resolution (contract): --config, else $MONITOR_CONFIG, else
+./monitor.yaml, else the built-in demo configuration (the simulated endpoint
+and ./monitor.duckdb). Unknown keys are errors. Secrets never live in the
+file: an endpoint names the environment variable that holds its key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from monitor.errors import ConfigError
+
+__all__ = ["Endpoint", "Settings", "load_settings", "parse_every", "resolve_config_path"]
+
+_Strict = ConfigDict(extra="forbid", frozen=True)
+_EVERY = re.compile(r"^(\d+)(s|m|h|d)$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class Cost(BaseModel):
+    model_config = _Strict
+    input: float | None = Field(None, ge=0, description="USD per 1000 input tokens.")
+    output: float | None = Field(None, ge=0, description="USD per 1000 output tokens.")
+
+
+class Endpoint(BaseModel):
+    """A model endpoint to monitor."""
+
+    model_config = _Strict
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+                      description="Label used in metrics, storage and alerts.")
+    model: str = Field(min_length=1, description="Any LiteLLM model string.")
+    api_base: str | None = Field(None, description="Base URL of the endpoint, if not default.")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                    description="Environment variable holding the API key.")
+    max_concurrency: int = Field(8, ge=1, le=1024, description="Calls in flight at most.")
+    rpm: int = Field(300, ge=1, le=100_000, description="Requests per minute ceiling.")
+    timeout_s: float = Field(60, gt=0, le=3600, description="Timeout of one call.")
+    max_retries: int = Field(3, ge=0, le=20, description="Retries after a failed call.")
+    params: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0.7,
+                                                            "max_tokens": 900},
+                                   description="Extra completion parameters.")
+    cost_per_1k_tokens: Cost = Field(default_factory=Cost,
+                                     description="Prices, where LiteLLM has none.")
+
+    @property
+    def simulated(self) -> bool:
+        return self.model.startswith("simulated/")
+
+    def api_key(self) -> str | None:
+        """The key from the environment; None when unset or not configured."""
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+class Storage(BaseModel):
+    model_config = _Strict
+    path: Path = Field(Path("monitor.duckdb"), description="The DuckDB file.")
+
+
+class CatalogCfg(BaseModel):
+    model_config = _Strict
+    path: Path | None = Field(None, description="Catalog folder; null = the shipped probes/.")
+
+
+class Sampling(BaseModel):
+    model_config = _Strict
+    triplets_per_run: int = Field(40, ge=1, le=100_000)
+    scenarios: list[str] = Field(default_factory=lambda: ["university", "relocation", "travel"],
+                                 min_length=1)
+    languages: list[str] = Field(default_factory=lambda: ["en", "ja", "zh", "fr", "de", "ko"],
+                                 min_length=2)
+    variants: list[Literal["plain", "cot", "female", "male"]] = Field(
+        default_factory=lambda: ["plain", "cot", "female", "male"], min_length=1)
+    seed: int = Field(0, ge=0)
+
+
+class Schedule(BaseModel):
+    model_config = _Strict
+    cron: str | None = Field("0 */6 * * *", description="Cron expression (UTC).")
+    every: str | None = Field(None, description="Interval such as 30s, 15m, 6h, 1d.")
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_every(v)
+        return v
+
+
+class Thresholds(BaseModel):
+    model_config = _Strict
+    md_points: float = Field(0.5, gt=0, le=9)
+    jsd_excess_bits: float = Field(0.02, gt=0, le=1)
+    drift_md_points: float = Field(0.3, gt=0, le=9)
+
+
+class Slack(BaseModel):
+    model_config = _Strict
+    webhook_url_env: str | None = Field("SLACK_WEBHOOK_URL")
+    bot_token_env: str | None = Field(None)
+    channel: str | None = Field(None)
+
+
+class Alerts(BaseModel):
+    model_config = _Strict
+    slack: Slack = Field(default_factory=Slack)
+    cooldown_minutes: int = Field(360, ge=0, le=100_000)
+    min_runs_firing: int = Field(2, ge=1, le=100)
+
+
+class Metrics(BaseModel):
+    model_config = _Strict
+    host: str = Field("127.0.0.1", description="Bind address; loopback by default.")
+    port: int = Field(9464, ge=0, le=65535)
+
+
+class Budget(BaseModel):
+    model_config = _Strict
+    max_usd_per_day: float | None = Field(None, ge=0)
+    max_probes_per_day: int | None = Field(None, ge=0)
+
+
+class Settings(BaseSettings):
+    """The effective configuration."""
+
+    model_config = SettingsConfigDict(env_prefix="MONITOR_", env_nested_delimiter="__",
+                                      extra="forbid", frozen=True)
+    storage: Storage = Field(default_factory=Storage)
+    catalog: CatalogCfg = Field(default_factory=CatalogCfg)
+    endpoints: list[Endpoint] = Field(min_length=1)
+    sampling: Sampling = Field(default_factory=Sampling)
+    schedule: Schedule = Field(default_factory=Schedule)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    alerts: Alerts = Field(default_factory=Alerts)
+    metrics: Metrics = Field(default_factory=Metrics)
+    budget: Budget = Field(default_factory=Budget)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _unique_names(cls, v: list[Endpoint]) -> list[Endpoint]:
+        names = [e.name for e in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"endpoint names must be unique, repeated: {dup}")
+        return v
+
+    def endpoint(self, name: str) -> Endpoint:
+        for e in self.endpoints:
+            if e.name == name:
+                return e
+        raise ConfigError(f"no endpoint named {name!r}; configured: "
+                          f"{[e.name for e in self.endpoints]} (see `monitor config check`)")
+
+
+def parse_every(text: str) -> int:
+    """'30s' / '15m' / '6h' / '1d' -> seconds."""
+    m = _EVERY.match(text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise ValueError(f"{text!r} is not an interval; write e.g. 30s, 15m, 6h or 1d")
+    return int(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def demo_config_path() -> Path:
+    return Path(str(resources.files("monitor").joinpath("data/demo.yaml")))
+
+
+def resolve_config_path(explicit: Path | None) -> Path:
+    if explicit is not None:
+        return explicit
+    if env := os.environ.get("MONITOR_CONFIG"):
+        return Path(env)
+    if Path("monitor.yaml").is_file():
+        return Path("monitor.yaml")
+    return demo_config_path()
+
+
+def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
+    """The settings and the file they came from; ConfigError on any problem."""
+    path = resolve_config_path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found; pass --config PATH or unset "
+                          "MONITOR_CONFIG to use the built-in demo configuration")
+
+    class _FromFile(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return init_settings, env_settings, YamlConfigSettingsSource(settings_cls, path)
+
+    try:
+        settings = _FromFile()
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, path)) from None
+    except Exception as exc:  # YAML syntax errors, unreadable files
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{path}: cannot read config: {first}") from None
+    return Settings.model_validate(settings.model_dump()), path
+
+
+def _one_line(exc: ValidationError, path: Path) -> str:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    env = "MONITOR_" + "__".join(str(p).upper() for p in err["loc"][:2])
+    source = f" (from environment {env})" if env in os.environ else ""
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key; remove it or check its spelling against the contract's keys"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    else:
+        value = err.get("input")
+        shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+        msg = f"{err['msg']}{shown}"
+    more = f" [+{exc.error_count() - 1} more]" if exc.error_count() > 1 else ""
+    return f"{path}: {key}: {msg}{source}{more}"

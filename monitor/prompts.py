@@ -1,0 +1,56 @@
+"""Turn a sampled triplet into the chat messages for one language.
+
+The texts all come from probes/prompts/<lang>.yaml; this module only
+assembles them: system = the consultant role; user = the asker's situation,
+the three options labelled A, B, C in the sampled order, the task, the
+chain-of-thought instruction for the `cot` variant, and the answer format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from monitor.catalog import LABELS, Catalog
+from monitor.sampling import ProbeSpec
+
+__all__ = ["Prompt", "build_prompt"]
+
+_PERSONA = {"plain": "neutral", "cot": "neutral", "female": "female", "male": "male"}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The messages for one (triplet, language) probe."""
+
+    language: str
+    system: str
+    user: str
+    labels: dict[str, str]  # label -> option id
+    names: dict[str, str]  # label -> the option's name in this language
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.system},
+                {"role": "user", "content": self.user}]
+
+    @property
+    def hash(self) -> str:
+        """Identifies the exact text asked, so changed prompts are visible."""
+        return hashlib.sha256(f"{self.system}\0{self.user}".encode()).hexdigest()[:16]
+
+
+def build_prompt(catalog: Catalog, spec: ProbeSpec, language: str) -> Prompt:
+    texts = catalog.prompts[language]
+    scenario = texts.scenarios[spec.triplet.scenario]
+    options = catalog.scenarios[spec.triplet.scenario].options
+    labels = dict(zip(LABELS, spec.order, strict=True))
+    names = {label: options[oid].names[language] for label, oid in labels.items()}
+    situation = getattr(scenario.situation, _PERSONA[spec.variant])
+    lines = [texts.option_line.replace("{label}", lab).replace("{name}", name)
+             for lab, name in names.items()]
+    parts = [situation.strip(), "\n".join(lines), texts.task.strip()]
+    if spec.variant == "cot":
+        parts.append(texts.cot.strip())
+    parts.append(texts.answer_format.strip())
+    return Prompt(language, scenario.system.strip(), "\n\n".join(parts), labels, names)

@@ -1,0 +1,120 @@
+"""Which triplets a run asks, in which variant and option order.
+
+Design (../shared/docs/statistics.md, "Sampling"):
+- The unit is the triplet, asked in every configured language with one
+  variant (paired design); a run never repeats a triplet.
+- Strata are scenario x target country. A cycle is one seeded permutation of
+  every stratum, interleaved systematically (element k of a stratum of size m
+  gets the key (k + u)/m, u a seeded offset), so any run-sized window of the
+  cycle holds each stratum in proportion to its size, +-1.
+- Runs walk the cycle in consecutive windows: draw g = run_index * size + k
+  is element g mod N of cycle g // N. Every triplet is asked exactly once per
+  N draws; the next cycle is reshuffled. A run that straddles two cycles
+  asks a triplet met in both only once.
+- The variant rotates like a Latin square, v = (position + cycle) mod V, and
+  the target's position among the three options like (position // V + cycle)
+  mod 3, so every run has the same mix of variants and positions and a
+  change of mix can never look like drift.
+Everything is reproducible from (catalog version, seed, run index).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+
+from monitor.catalog import VARIANTS, Catalog, Triplet
+
+__all__ = ["ProbeSpec", "Sampler"]
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One sampled triplet: asked in every language with this variant/order."""
+
+    triplet: Triplet
+    variant: str
+    order: tuple[str, str, str]  # option ids as shown, labels A, B, C
+    cycle: int
+    position: int  # index within the cycle
+
+    @property
+    def rotation(self) -> int:
+        return self.order.index(self.triplet.target_id)
+
+
+class Sampler:
+    """Deterministic sampling of triplets for successive runs."""
+
+    def __init__(self, catalog: Catalog, *, scenarios: list[str], variants: list[str],
+                 seed: int, triplets_per_run: int) -> None:
+        unknown = [s for s in scenarios if s not in catalog.scenarios]
+        if unknown:
+            raise ValueError(f"unknown scenario(s) {unknown}; the catalog has "
+                             f"{sorted(catalog.scenarios)}")
+        bad = [v for v in variants if v not in VARIANTS]
+        if bad or not variants:
+            raise ValueError(f"unknown variant(s) {bad}; choose from {list(VARIANTS)}")
+        self.catalog = catalog
+        self.scenarios = list(scenarios)
+        self.variants = list(variants)
+        self.seed = seed
+        self.strata = self._strata()
+        self.population = sum(len(t) for t in self.strata.values())
+        if self.population == 0:
+            raise ValueError("the selected scenarios have no triplets")
+        # A run larger than the population would have to repeat triplets.
+        self.triplets_per_run = max(1, min(triplets_per_run, self.population))
+
+    def _strata(self) -> dict[tuple[str, str], list[Triplet]]:
+        strata: dict[tuple[str, str], list[Triplet]] = defaultdict(list)
+        for name in self.scenarios:
+            scen = self.catalog.scenarios[name]
+            for t in scen.triplets():
+                strata[(name, scen.options[t.target_id].country)].append(t)
+        return dict(sorted(strata.items()))
+
+    @property
+    def runs_per_cycle(self) -> int:
+        return math.ceil(self.population / self.triplets_per_run)
+
+    @lru_cache(maxsize=4)  # noqa: B019 - a sampler lives as long as its run loop
+    def cycle_order(self, cycle: int) -> tuple[Triplet, ...]:
+        rng = random.Random(f"{self.catalog.version}:{self.seed}:{cycle}")
+        keyed: list[tuple[float, int, Triplet]] = []
+        for s_index, members in enumerate(self.strata.values()):
+            perm = rng.sample(members, len(members))
+            offset = rng.random()
+            m = len(perm)
+            keyed.extend(((k + offset) / m, s_index, t) for k, t in enumerate(perm))
+        keyed.sort(key=lambda x: (x[0], x[1]))
+        return tuple(t for _, _, t in keyed)
+
+    def spec_at(self, draw: int) -> ProbeSpec:
+        cycle, pos = divmod(draw, self.population)
+        triplet = self.cycle_order(cycle)[pos]
+        n_var = len(self.variants)
+        variant = self.variants[(pos + cycle) % n_var]
+        rotation = (pos // n_var + cycle) % 3
+        ids = triplet.option_ids
+        order = (ids[-rotation:] + ids[:-rotation]) if rotation else ids
+        return ProbeSpec(triplet, variant, order, cycle, pos)
+
+    def sample(self, run_index: int) -> list[ProbeSpec]:
+        """The triplets of run `run_index` (0-based, counted per endpoint)."""
+        if run_index < 0:
+            raise ValueError("run_index must be >= 0")
+        start = run_index * self.triplets_per_run
+        specs: list[ProbeSpec] = []
+        seen: set[Triplet] = set()
+        for k in range(self.triplets_per_run):
+            spec = self.spec_at(start + k)
+            # A run that straddles two cycles may meet a triplet twice: asking
+            # it again in the same run adds nothing, so it is asked once.
+            if spec.triplet not in seen:
+                seen.add(spec.triplet)
+                specs.append(spec)
+        return specs

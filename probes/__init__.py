@@ -1,0 +1,1 @@
+"""The probe catalog: data only (options, pairs, prompts, languages). See README.md."""
