@@ -210,8 +210,9 @@ def read_catalog(root: Path | None = None) -> tuple[Catalog | None, list[Problem
     }
     for extra in sorted((root / "prompts").glob("*.yaml")):
         if extra.stem not in languages:
-            problems.append(Problem(str(extra), f"language {extra.stem!r} is not in languages.yaml",
-                                    f"add `{extra.stem}: [...]` to languages.yaml or remove the file"))
+            problems.append(Problem(
+                str(extra), f"language {extra.stem!r} is not in languages.yaml",
+                f"add `{extra.stem}: [...]` to languages.yaml or remove the file"))
     if problems:
         return None, problems
     return Catalog(root, catalog_version(root), languages, scenarios, prompts), []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -27,8 +28,9 @@ _KANA = r"\u3040-\u30ff"
 _HANGUL = r"\uac00-\ud7af"
 # Common characters that exist only in Traditional Chinese (their Simplified
 # forms differ); finding one in zh means a Traditional or Japanese name.
-_TRADITIONAL = set("學國華東風語蘭灣門爾倫羅亞納維薩蘇聖藝術醫開關與為業會號島廣澤鎮區縣漢濟鐵銀馬龍黃齊"
-                   "臺來慶陽盧譯紐約頓圖書館鳳運線貝萊雲韓彌達遼寧瀋溫")
+_TRADITIONAL = set("學國華東風語蘭灣門爾倫羅亞納維薩蘇聖藝術醫開關與為業"
+                   "會號島廣澤鎮區縣漢濟鐵銀馬龍黃齊臺來慶陽盧譯紐約頓"
+                   "圖書館鳳運線貝萊雲韓彌達遼寧瀋溫")
 SCRIPTS: dict[str, tuple[str, str]] = {
     # language: (regex the name must match somewhere, what it means)
     "zh": (f"[{_HAN}]", "Chinese characters"),
@@ -61,7 +63,7 @@ def check_languages(path: Path, problems: list[Problem]) -> dict[str, tuple[str,
         problems.append(Problem(str(path), "must map language codes to lists of countries",
                                 "e.g. `zh: [CN]`"))
         return {}
-    iso, seen = iso_countries(), {}
+    iso, seen = iso_countries(), dict[str, str]()
     languages: dict[str, tuple[str, ...]] = {}
     for lang, countries in raw.items():
         if not isinstance(lang, str) or not _LANG.match(lang):
@@ -241,7 +243,7 @@ def check_sources(path: Path, options: dict[str, Option], problems: list[Problem
                                     column="source"))
 
 
-def check_prompts(path: Path, lang: str, scenarios: dict[str, object],
+def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
                   problems: list[Problem]) -> PromptFile | None:
     f = str(path)
     if not path.is_file():

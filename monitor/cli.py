@@ -9,6 +9,7 @@ configuration error; 3 the run produced no results.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -59,6 +60,42 @@ def _catalog_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config_check(args: argparse.Namespace) -> int:
+    import json
+    import re
+
+    from monitor.config import load_settings
+
+    settings, path = load_settings(args.config)
+    data = settings.model_dump(mode="json")
+    for ep, raw in zip(settings.endpoints, data["endpoints"], strict=True):
+        if ep.api_key_env:
+            state = "set" if ep.api_key() else "NOT SET"
+            raw["api_key_env"] = f"{ep.api_key_env} ({state}; value never shown)"
+        if raw.get("api_base"):  # credentials in a URL are secrets too
+            raw["api_base"] = re.sub(r"//[^/@]+@", "//***@", raw["api_base"])
+    slack = settings.alerts.slack
+    if slack.webhook_url_env:
+        state = "set" if os.environ.get(slack.webhook_url_env) else "not set"
+        data["alerts"]["slack"]["webhook_url_env"] = f"{slack.webhook_url_env} ({state})"
+    print(f"# effective configuration from {path} (environment overrides applied)")
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from monitor.probe import probe_command
+
+    return probe_command(args)
+
+
+def _csv(text: str) -> list[str]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list, e.g. en,zh")
+    return items
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="monitor",
@@ -75,6 +112,31 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--catalog", type=Path, default=None, metavar="DIR",
                        help="catalog folder (default: the shipped probes/)")
         p.set_defaults(func=func)
+
+    cfg = sub.add_parser("config", help="check the configuration")
+    cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    chk = cfg_sub.add_parser("check", help="validate and print the effective configuration "
+                             "(secrets masked)")
+    chk.add_argument("--config", type=Path, default=None, metavar="PATH")
+    chk.set_defaults(func=_config_check)
+
+    pr = sub.add_parser("probe", help="run the probes once and print the bias summary",
+                        description="Ask the configured endpoints a sampled set of triplets in "
+                        "every language, store the answers and print MD / JSD with CIs.")
+    pr.add_argument("--once", action="store_true", required=True,
+                    help="run once and exit (the daemon is `monitor run`)")
+    pr.add_argument("--config", type=Path, default=None, metavar="PATH")
+    pr.add_argument("--endpoint", action="append", metavar="NAME",
+                    help="only this endpoint (repeatable; default: all)")
+    pr.add_argument("--triplets", type=int, metavar="N", help="triplets in this run")
+    pr.add_argument("--languages", type=_csv, metavar="en,zh,...")
+    pr.add_argument("--scenarios", type=_csv, metavar="university,...")
+    pr.add_argument("--seed", type=int, metavar="N", help="sampling seed")
+    pr.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    pr.add_argument("--fail-on-breach", action="store_true",
+                    help="exit 1 when an MD CI lies beyond thresholds.md_points")
+    pr.add_argument("--resume", metavar="RUN_ID", help="complete an interrupted run")
+    pr.set_defaults(func=_probe)
     return ap
 
 

@@ -27,6 +27,8 @@ from monitor.errors import ConfigError
 __all__ = ["Endpoint", "Settings", "load_settings", "parse_every", "resolve_config_path"]
 
 _Strict = ConfigDict(extra="forbid", frozen=True)
+Variant = Literal["plain", "cot", "female", "male"]
+_VARIANTS: tuple[Variant, ...] = ("plain", "cot", "female", "male")
 _EVERY = re.compile(r"^(\d+)(s|m|h|d)$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -83,8 +85,7 @@ class Sampling(BaseModel):
                                  min_length=1)
     languages: list[str] = Field(default_factory=lambda: ["en", "ja", "zh", "fr", "de", "ko"],
                                  min_length=2)
-    variants: list[Literal["plain", "cot", "female", "male"]] = Field(
-        default_factory=lambda: ["plain", "cot", "female", "male"], min_length=1)
+    variants: list[Variant] = Field(default_factory=lambda: list(_VARIANTS), min_length=1)
     seed: int = Field(0, ge=0)
 
 

@@ -101,7 +101,7 @@ class Sampler:
         rotation = (pos // n_var + cycle) % 3
         ids = triplet.option_ids
         order = (ids[-rotation:] + ids[:-rotation]) if rotation else ids
-        return ProbeSpec(triplet, variant, order, cycle, pos)
+        return ProbeSpec(triplet, variant, (order[0], order[1], order[2]), cycle, pos)
 
     def sample(self, run_index: int) -> list[ProbeSpec]:
         """The triplets of run `run_index` (0-based, counted per endpoint)."""

@@ -1,0 +1,225 @@
+"""One measurement run for one endpoint: sample -> prompts -> LLM -> parse -> store -> stats.
+
+`run_endpoint` is what both `monitor probe --once` and the daemon call. It
+never raises for a failed probe: failures are stored and counted. Answers are
+written as they arrive: a writer task drains whatever has arrived into one
+batch (so a slow endpoint's answers are stored one by one, a fast one's in
+batches), and a crash loses at most the calls in flight. Heavy statistics run
+in a worker thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from monitor.catalog import Catalog
+from monitor.config import Endpoint, Settings
+from monitor.errors import UsageError
+from monitor.llm import CallResult, LLMClient
+from monitor.parse import ParseResult, parse_answer
+from monitor.progress import Progress
+from monitor.prompts import Prompt, build_prompt
+from monitor.sampling import ProbeSpec, Sampler
+from monitor.stats import summarise
+from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS, RunRow, Store
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["RunOptions", "RunResult", "run_endpoint"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Command-line overrides of the configured sampling."""
+
+    triplets: int | None = None
+    languages: list[str] | None = None
+    scenarios: list[str] | None = None
+    seed: int | None = None
+    resume: str | None = None
+
+
+@dataclass
+class RunResult:
+    run: RunRow
+    status_counts: dict[str, int]
+    md: pd.DataFrame
+    jsd: pd.DataFrame
+    coverage: pd.DataFrame
+    cost_usd: float | None
+    model_ids: list[str] = field(default_factory=list)
+
+
+def _plan(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
+          opts: RunOptions) -> RunRow:
+    if opts.resume:
+        run = store.get_run(opts.resume)
+        if run is None:
+            raise UsageError(f"--resume {opts.resume}: no such run in {store.path}")
+        if run.catalog_version != catalog.version:
+            raise UsageError(f"--resume {opts.resume}: the run used catalog version "
+                             f"{run.catalog_version}, the catalog is now {catalog.version}; "
+                             "start a new run instead")
+        return run
+    s = settings.sampling
+    languages = opts.languages or s.languages
+    scenarios = opts.scenarios or s.scenarios
+    for lang in languages:
+        if lang not in catalog.languages:
+            raise UsageError(f"language {lang!r} is not in the catalog ({list(catalog.languages)})"
+                             "; fix sampling.languages or --languages")
+    for scen in scenarios:
+        if scen not in catalog.scenarios:
+            raise UsageError(f"scenario {scen!r} is not in the catalog "
+                             f"({list(catalog.scenarios)}); fix sampling.scenarios or --scenarios")
+    seed = s.seed if opts.seed is None else opts.seed
+    triplets = opts.triplets or s.triplets_per_run
+    index = store.next_run_index(endpoint.name, catalog.version, seed, scenarios)
+    now = datetime.now(UTC)
+    run_id = f"{endpoint.name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+    return RunRow(run_id, endpoint.name, endpoint.model, endpoint.simulated, index, seed,
+                  catalog.version, list(scenarios), list(languages), list(s.variants), triplets,
+                  triplets * len(languages), now, None, "running")
+
+
+def _records(run: RunRow, catalog: Catalog, spec: ProbeSpec, prompt: Prompt, res: CallResult,
+             parsed: ParseResult | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    status = "failed" if not res.ok else (parsed.status if parsed else "unparseable")
+    call = {
+        "run_id": run.run_id, "triplet_id": spec.triplet.id, "language": prompt.language,
+        "endpoint": run.endpoint, "scenario": spec.triplet.scenario,
+        "target_id": spec.triplet.target_id, "pair_id": spec.triplet.pair_id,
+        "variant": spec.variant, "option_order": ",".join(spec.order),
+        "prompt_hash": prompt.hash, "catalog_version": run.catalog_version, "status": status,
+        "detail": parsed.detail if parsed else None, "raw_text": res.text, "error": res.error,
+        "latency_s": res.latency_s, "input_tokens": res.input_tokens,
+        "output_tokens": res.output_tokens, "cost_usd": res.cost_usd, "model_id": res.model_id,
+        "fingerprint": res.fingerprint, "attempts": res.attempts, "created_at": datetime.now(UTC),
+    }
+    scores = []
+    if parsed is not None and parsed.status == "ok":
+        for label, opt in parsed.options.items():
+            oid = prompt.labels[label]
+            scores.append({"run_id": run.run_id, "triplet_id": spec.triplet.id,
+                           "language": prompt.language, "label": label, "option_id": oid,
+                           "country": catalog.option(spec.triplet.scenario, oid).country,
+                           "is_target": oid == spec.triplet.target_id, "score": opt.score,
+                           "strengths": opt.strengths, "weaknesses": opt.weaknesses})
+    return call, scores
+
+
+def _columns(rows: list[dict[str, Any]], cols: tuple[tuple[str, str], ...]) -> dict[str, list[Any]]:
+    return {c: [r[c] for r in rows] for c, _ in cols}
+
+
+async def _writer(store: Store, queue: asyncio.Queue[tuple[dict[str, Any], list[dict[str, Any]]]
+                                                      | None]) -> None:
+    done = False
+    while not done:
+        items = [await queue.get()]
+        while not queue.empty():
+            items.append(queue.get_nowait())
+        done = items[-1] is None
+        batch = [i for i in items if i is not None]
+        if batch:
+            calls = [c for c, _ in batch]
+            scores = [s for _, ss in batch for s in ss]
+            await asyncio.to_thread(store.write_batch, _columns(calls, CALL_COLUMNS),
+                                    _columns(scores, SCORE_COLUMNS))
+
+
+async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
+                       opts: RunOptions = RunOptions(), progress: Progress | None = None,
+                       client: LLMClient | None = None) -> RunResult:
+    """Run (or resume) one measurement run of `endpoint`; returns its statistics."""
+    run = _plan(settings, catalog, store, endpoint, opts)
+    if opts.resume is None:
+        store.create_run(run)
+    sampler = Sampler(catalog, scenarios=run.scenarios, variants=run.variants, seed=run.seed,
+                      triplets_per_run=run.triplets)
+    done = store.done_calls(run.run_id)
+    todo = [(spec, lang) for spec in sampler.sample(run.run_index) for lang in run.languages
+            if (spec.triplet.id, lang) not in done]
+    extra = {"catalog_path": str(catalog.root)} if endpoint.simulated else None
+    client = client or LLMClient(endpoint, extra_params=extra)
+    if progress:
+        progress.start(run.run_id, len(todo))
+    queue: asyncio.Queue[tuple[dict[str, Any], list[dict[str, Any]]] | None] = asyncio.Queue()
+    writer = asyncio.create_task(_writer(store, queue))
+
+    async def one(spec: ProbeSpec, lang: str) -> None:
+        prompt = build_prompt(catalog, spec, lang)
+        res = await client.complete(prompt.messages)
+        parsed = (parse_answer(res.text, prompt.names, catalog.prompts[lang].refusals)
+                  if res.ok and res.text is not None else None)
+        record = _records(run, catalog, spec, prompt, res, parsed)
+        await queue.put(record)
+        if progress:
+            progress.advance(record[0]["status"])
+
+    try:
+        await asyncio.gather(*(one(spec, lang) for spec, lang in todo))
+    except BaseException:
+        # Ctrl-C, SIGTERM or a crash of this process: keep what arrived, and
+        # leave the run resumable with --resume.
+        await queue.put(None)
+        await writer
+        await asyncio.to_thread(store.finish_run, run.run_id, "interrupted")
+        raise
+    await queue.put(None)
+    await writer
+    if progress:
+        progress.finish()
+    return await asyncio.to_thread(finish_run, settings, catalog, store, run)
+
+
+def finish_run(settings: Settings, catalog: Catalog, store: Store, run: RunRow) -> RunResult:
+    """Compute, store and return the run's statistics; mark the run finished."""
+    local = {lang: list(c) for lang, c in catalog.languages.items()}
+    s = summarise(store.calls_frame([run.run_id]), store.scores_frame([run.run_id]),
+                  run.languages, local, seed=run.seed)
+    store.write_stats(run.run_id, _stat_rows(run.run_id, s.md, s.jsd, s.coverage))
+    store.finish_run(run.run_id, "complete" if s.status_counts["ok"] else "failed")
+    finished = store.get_run(run.run_id) or run
+    return RunResult(finished, s.status_counts, s.md, s.jsd, s.coverage, s.cost_usd, s.model_ids)
+
+
+def _stat_rows(run_id: str, md: pd.DataFrame, jsd: pd.DataFrame,
+               cov: pd.DataFrame) -> dict[str, list[Any]]:
+    rows: list[dict[str, Any]] = []
+    for r in md.itertuples():
+        rows.append({"kind": "md", "scenario": r.scenario, "key": r.country, "value": r.md,
+                     "ci_lower": r.ci_lower, "ci_upper": r.ci_upper, "n": r.n, "p_value": None,
+                     "extra": json.dumps({"se": _num(r.se), "did": _num(r.did),
+                                          "did_ci_lower": _num(r.did_ci_lower),
+                                          "did_ci_upper": _num(r.did_ci_upper)})})
+    for r in jsd.itertuples():
+        rows.append({"kind": "jsd", "scenario": r.scenario, "key": r.language,
+                     "value": r.jsd_bits, "ci_lower": r.ci_lower, "ci_upper": r.ci_upper,
+                     "n": r.n, "p_value": r.p_value,
+                     "extra": json.dumps({"plugin_bits": r.plugin_bits,
+                                          "js_distance_bits": r.js_distance_bits,
+                                          "js_distance_nat": r.js_distance_nat})})
+    for r in cov.itertuples():
+        rows.append({"kind": "coverage", "scenario": "all", "key": r.language, "value": r.ratio,
+                     "ci_lower": None, "ci_upper": None, "n": r.asked, "p_value": None,
+                     "extra": None})
+    for row in rows:
+        row["run_id"] = run_id
+        for k in ("value", "ci_lower", "ci_upper", "p_value"):
+            row[k] = _num(row[k])
+    return _columns(rows, STAT_COLUMNS)
+
+
+def _num(x: Any) -> float | None:
+    """NaN (no CI with n < 2) is stored and reported as null."""
+    if x is None:
+        return None
+    f = float(x)
+    return None if f != f else f

@@ -1,0 +1,167 @@
+"""A simulated chat model with a known, injected local-language bias.
+
+It reads the prompt like a model would: it recognises the language and the
+scenario from the consultant role, finds the three options listed as
+"A. <name>", and answers in that language with consultant prose (including
+numbers that are not scores: founding years, ranks, visitor counts), a
+strengths / weaknesses list per option and the closing JSON block.
+
+Score of option j asked in language l:
+    round(clip(q_j + b_c * [l is the local language of c] + shift_l + e, 1, 10))
+with q_j a fixed quality in [4.5, 7.5] derived from the option id, b_c the
+injected bias of the option's country c (`bias_points`: one number for every
+country that has a local language, or a mapping), shift_l a language-wide
+leniency (`language_shift`) and e ~ N(0, noise_sd). With the bias only in
+the local language, MD_c = b_c - b_c / L (5b/6 for six languages).
+Answers are deterministic for a given (seed, prompt). `refusal_rate` and
+`garble_rate` make some answers refusals or unparseable prose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from monitor.catalog import LABELS, Catalog, Option, load_catalog, load_yaml
+
+__all__ = ["SimParams", "SimulatedAnswer", "answer"]
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """Parameters of the simulated model (the endpoint's `params`)."""
+
+    bias_points: float | dict[str, float] = 0.5
+    language_shift: dict[str, float] | None = None
+    noise_sd: float = 1.0
+    seed: int = 0
+    refusal_rate: float = 0.0
+    garble_rate: float = 0.0
+    catalog_path: str | None = None
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> SimParams:
+        known = {k: v for k, v in params.items() if k in cls.__dataclass_fields__}
+        unknown = sorted(set(params) - set(known) - {"temperature", "max_tokens", "top_p"})
+        if unknown:
+            raise ValueError(f"simulated endpoint: unknown params {unknown}; known: "
+                             f"{sorted(cls.__dataclass_fields__)}")
+        return cls(**known)
+
+    def bias_for(self, country: str) -> float:
+        if isinstance(self.bias_points, dict):
+            return float(self.bias_points.get(country, 0.0))
+        return float(self.bias_points)
+
+
+@dataclass(frozen=True)
+class SimulatedAnswer:
+    text: str
+    input_tokens: int
+    output_tokens: int
+    scores: dict[str, int]  # label -> score actually given (for tests)
+
+
+@lru_cache(maxsize=8)
+def _catalog(path: str | None) -> Catalog:
+    return load_catalog(Path(path) if path else None)
+
+
+@lru_cache(maxsize=16)
+def _phrases(language: str) -> dict[str, Any]:
+    base = resources.files("monitor").joinpath("data/simulated")
+    name = f"{language}.yaml" if base.joinpath(f"{language}.yaml").is_file() else "en.yaml"
+    data = load_yaml(Path(str(base.joinpath(name))))
+    assert isinstance(data, dict)
+    return data
+
+
+def _recognise(catalog: Catalog, system: str) -> tuple[str, str]:
+    for lang, texts in catalog.prompts.items():
+        for scen, scen_text in texts.scenarios.items():
+            if scen_text.system.strip() == system.strip():
+                return lang, scen
+    raise ValueError("simulated endpoint: the system message is not a catalog prompt")
+
+
+def _options(catalog: Catalog, lang: str, scenario: str, user: str) -> dict[str, Option]:
+    line = catalog.prompts[lang].option_line
+    by_name = {o.names[lang]: o for o in catalog.scenarios[scenario].options.values()}
+    found: dict[str, Option] = {}
+    for text_line in user.splitlines():
+        for label in LABELS:
+            prefix = line.split("{name}")[0].replace("{label}", label)
+            if text_line.startswith(prefix) and text_line[len(prefix):].strip() in by_name:
+                found[label] = by_name[text_line[len(prefix):].strip()]
+    if len(found) != len(LABELS):
+        raise ValueError("simulated endpoint: could not find the three options in the prompt")
+    return found
+
+
+def _unit(*parts: object) -> float:
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def answer(messages: list[dict[str, Any]], params: SimParams) -> SimulatedAnswer:
+    """The simulated model's reply to a catalog prompt."""
+    catalog = _catalog(params.catalog_path)
+    system = next((str(m["content"]) for m in messages if m["role"] == "system"), "")
+    user = next((str(m["content"]) for m in messages if m["role"] == "user"), "")
+    lang, scenario = _recognise(catalog, system)
+    options = _options(catalog, lang, scenario, user)
+    rng = random.Random(f"{params.seed}:{hashlib.sha256((system + user).encode()).hexdigest()}")
+    words = _phrases(lang)
+    in_tokens = (len(system) + len(user)) // 3
+    if rng.random() < params.refusal_rate:
+        # The catalog's own refusal phrase, so that the parser's refusal
+        # detection is exercised in every language.
+        text = catalog.prompts[lang].refusals[0] + " ..."
+        return SimulatedAnswer(text, in_tokens, len(text) // 3, {})
+    shift = (params.language_shift or {}).get(lang, 0.0)
+    scores: dict[str, int] = {}
+    for label, opt in options.items():
+        quality = 4.5 + 3.0 * _unit("quality", scenario, opt.id)
+        local = catalog.local_language(opt.country) == lang
+        raw = quality + (params.bias_for(opt.country) if local else 0.0) + shift
+        raw += rng.gauss(0.0, params.noise_sd)
+        scores[label] = int(min(10, max(1, round(raw))))
+    pool = words["scenarios"][scenario]
+    # Two strengths and two weaknesses per option, the same in prose and JSON.
+    points = {label: (rng.sample(pool["strengths"], 2), rng.sample(pool["weaknesses"], 2))
+              for label in options}
+    text = _prose(words, options, points, lang, rng,
+                  cot=catalog.prompts[lang].cot.strip() in user)
+    if rng.random() < params.garble_rate:
+        return SimulatedAnswer(text, in_tokens, len(text) // 3, {})
+    block = {label: {"score": scores[label], "strengths": points[label][0],
+                     "weaknesses": points[label][1]} for label in options}
+    text += "\n\n```json\n" + json.dumps(block, ensure_ascii=False, indent=2) + "\n```\n"
+    return SimulatedAnswer(text, in_tokens, len(text) // 3, scores)
+
+
+def _prose(words: dict[str, Any], options: dict[str, Option],
+           points: dict[str, tuple[list[str], list[str]]], lang: str, rng: random.Random, *,
+           cot: bool) -> str:
+    parts = [words["intro"]]
+    if cot:
+        parts.append(words["cot_intro"])
+    for label, opt in options.items():
+        heading = words["option_heading"].replace("{label}", label)
+        context = rng.choice(words["context_sentences"])
+        context = (context.replace("{year}", str(rng.randint(1850, 2005)))
+                   .replace("{rank}", str(rng.randint(3, 180)))
+                   .replace("{count}", f"{rng.randint(2, 90) * 1000:,}"))
+        strengths = "".join(f"\n- {s}" for s in points[label][0])
+        weaknesses = "".join(f"\n- {w}" for w in points[label][1])
+        parts.append(f"{heading.replace('{name}', opt.names[lang])}\n{context}\n"
+                     f"{words['strengths_label']}:{strengths}\n"
+                     f"{words['weaknesses_label']}:{weaknesses}")
+    parts.append(words["closing"])
+    return "\n\n".join(parts)

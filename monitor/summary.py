@@ -1,0 +1,122 @@
+"""What `monitor probe --once` prints: a readable summary or one JSON document.
+
+Every MD and JSD is shown with its 95% CI and its sample size. An MD is
+flagged `*` when its CI excludes 0, and BREACH when the whole CI lies beyond
+the threshold (thresholds.md_points): the point estimate alone never breaches.
+Per-run JSD is informative only (statistics.md: JSD is tested per rotation
+cycle, not per run), so it never breaches here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from monitor.config import Settings
+from monitor.run import RunResult
+
+__all__ = ["breaches", "json_document", "text_summary"]
+
+
+def _f(x: Any) -> float | None:
+    if x is None:
+        return None
+    v = float(x)
+    return None if math.isnan(v) else v
+
+
+def _i(x: Any) -> int:
+    return int(x)
+
+
+def breaches(result: RunResult, settings: Settings) -> list[str]:
+    """MD cells whose CI lies entirely beyond +-thresholds.md_points."""
+    limit = settings.thresholds.md_points
+    out = []
+    for r in result.md.itertuples():
+        lo, hi = _f(r.ci_lower), _f(r.ci_upper)
+        if (lo is not None and lo > limit) or (hi is not None and hi < -limit):
+            out.append(f"{result.run.endpoint} {r.scenario} {r.country}: MD {r.md:+.2f} "
+                       f"[{lo:+.2f}, {hi:+.2f}] beyond +-{limit:g}")
+    return out
+
+
+def json_document(results: list[RunResult], storage: str, catalog_version: str) -> dict[str, Any]:
+    eps = []
+    for res in results:
+        calls = sum(res.status_counts.values())
+        eps.append({
+            "endpoint": res.run.endpoint, "model": res.run.model, "simulated": res.run.simulated,
+            "run_id": res.run.run_id, "run_status": res.run.status, "calls": calls,
+            "status_counts": res.status_counts, "cost_usd": res.cost_usd,
+            "model_ids": res.model_ids,
+            "md": [{"scenario": r.scenario, "country": r.country, "md": _f(r.md),
+                    "ci_lower": _f(r.ci_lower), "ci_upper": _f(r.ci_upper), "n": _i(r.n),
+                    "did": _f(r.did), "did_ci_lower": _f(r.did_ci_lower),
+                    "did_ci_upper": _f(r.did_ci_upper)} for r in res.md.itertuples()],
+            "jsd": [{"scenario": r.scenario, "language": r.language, "jsd_bits": _f(r.jsd_bits),
+                     "ci_lower": _f(r.ci_lower), "ci_upper": _f(r.ci_upper),
+                     "p_value": _f(r.p_value), "n": _i(r.n), "plugin_bits": _f(r.plugin_bits),
+                     "js_distance_bits": _f(r.js_distance_bits),
+                     "js_distance_nat": _f(r.js_distance_nat)} for r in res.jsd.itertuples()],
+            "coverage": [{"language": r.language, "ratio": _f(r.ratio), "asked": _i(r.asked),
+                          "scored": _i(r.scored)} for r in res.coverage.itertuples()],
+        })
+    run_id = results[0].run.run_id if len(results) == 1 else ",".join(
+        r.run.run_id for r in results)
+    return {"run_id": run_id, "storage": storage, "catalog_version": catalog_version,
+            "endpoints": eps}
+
+
+def _ci(lo: Any, hi: Any, fmt: str = "+.2f") -> str:
+    a, b = _f(lo), _f(hi)
+    return "[   n/a   ]" if a is None or b is None else f"[{a:{fmt}}, {b:{fmt}}]"
+
+
+def text_summary(res: RunResult, settings: Settings, storage: str) -> str:
+    run, limit = res.run, settings.thresholds.md_points
+    tag = "  [SIMULATED endpoint]" if run.simulated else ""
+    counts = ", ".join(f"{k} {v}" for k, v in res.status_counts.items())
+    cost = "unknown (price not known to LiteLLM)" if res.cost_usd is None else (
+        f"${res.cost_usd:.4f}")
+    lines = [f"run {run.run_id}  endpoint {run.endpoint}  model {run.model}{tag}",
+             f"  {run.triplets} triplets x {len(run.languages)} languages; calls: {counts}; "
+             f"cost {cost}; catalog {run.catalog_version}; run index {run.run_index}"]
+    if res.model_ids:
+        lines.append(f"  model id(s) returned: {', '.join(res.model_ids)}")
+    lines.append("")
+    lines.append(f"MD: local-language bias in score points (95% CI, n triplets); threshold "
+                 f"+-{limit:g}; * CI excludes 0")
+    pooled = res.md[res.md["scenario"] == "all"]
+    if pooled.empty:
+        lines.append("  no complete triplets: nothing to estimate (see coverage)")
+    for r in pooled.itertuples():
+        lo, hi = _f(r.ci_lower), _f(r.ci_upper)
+        flag = ""
+        if lo is not None and hi is not None:
+            if lo > limit or hi < -limit:
+                flag = "  BREACH: CI beyond threshold"
+            elif lo > 0 or hi < 0:
+                flag = "  *"
+        per = "; ".join(f"{x.scenario} {x.md:+.2f} {_ci(x.ci_lower, x.ci_upper)} n={x.n}"
+                        for x in res.md[(res.md["country"] == r.country)
+                                        & (res.md["scenario"] != "all")].itertuples())
+        lines.append(f"  {r.country} ({r.language})  {r.md:+.2f} {_ci(lo, hi)} n={r.n:<4}"
+                     f" DiD {_f(r.did) or 0:+.2f}{flag}")
+        lines.append(f"      {per}")
+    lines.append("")
+    lines.append("JSD: excess over the permutation null, bits (95% basic bootstrap CI, p, n)")
+    for r in res.jsd[res.jsd["scenario"] == "all"].itertuples():
+        lines.append(f"  {r.language:<8} {r.jsd_bits:+.4f} {_ci(r.ci_lower, r.ci_upper, '.4f')} "
+                     f"p={r.p_value:.3f} n={r.n}  (plug-in {r.plugin_bits:.4f}, JS distance "
+                     f"nat {r.js_distance_nat:.3f})")
+    lines.append("")
+    cov = "  ".join(f"{r.language} {_pct(r.ratio)}" for r in res.coverage.itertuples())
+    lines.append(f"coverage (scored / asked): {cov}")
+    lines.append(f"stored in {storage}")
+    return "\n".join(lines)
+
+
+def _pct(x: Any) -> str:
+    v = _f(x)
+    return "n/a" if v is None else f"{100 * v:.0f}%"

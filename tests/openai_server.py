@@ -1,0 +1,124 @@
+"""A real local HTTP server speaking the OpenAI chat-completions protocol.
+
+LiteLLM reaches it as `openai/<name>` with `api_base=http://127.0.0.1:<port>/v1`.
+Tests give it a `responder(body) -> Reply` and read back what was asked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """What the server sends back: a chat answer, or any status / raw body."""
+
+    text: str | None = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None  # sent as-is instead of a completion body
+    delay_s: float = 0.0
+    model: str = "test-model-2026-01"
+    fingerprint: str | None = "fp_test"
+
+
+@dataclass
+class Request:
+    at: float
+    body: dict[str, Any]
+    headers: dict[str, str]  # names lower-cased
+
+    @property
+    def system(self) -> str:
+        return next((m["content"] for m in self.body["messages"] if m["role"] == "system"), "")
+
+    @property
+    def user(self) -> str:
+        return next((m["content"] for m in self.body["messages"] if m["role"] == "user"), "")
+
+
+def options_in(user: str) -> dict[str, str]:
+    """label -> option name, read from the prompt's 'A. name' lines."""
+    return {m.group(1): m.group(2).strip()
+            for m in re.finditer(r"^([ABC])\. (.+)$", user, re.MULTILINE)}
+
+
+def completion_body(reply: Reply, prompt_tokens: int = 120) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+        "model": reply.model, "system_fingerprint": reply.fingerprint,
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": reply.text}}],
+        "usage": {"prompt_tokens": prompt_tokens,
+                  "completion_tokens": len(reply.text or "") // 4,
+                  "total_tokens": prompt_tokens + len(reply.text or "") // 4},
+    }
+
+
+class OpenAIServer:
+    def __init__(self, responder: Callable[[Request], Reply]) -> None:
+        self.responder = responder
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                req = Request(time.monotonic(), body,
+                              {k.lower(): v for k, v in self.headers.items()})
+                with outer._lock:
+                    outer.requests.append(req)
+                reply = outer.responder(req)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                payload = reply.raw if reply.raw is not None else json.dumps(
+                    completion_body(reply) if reply.status == 200 else
+                    {"error": {"message": f"status {reply.status}", "type": "test"}}).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(payload)))
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.api_base = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def start(self) -> OpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@contextmanager
+def serve(responder: Callable[[Request], Reply]) -> Iterator[OpenAIServer]:
+    server = OpenAIServer(responder).start()
+    try:
+        yield server
+    finally:
+        server.stop()
