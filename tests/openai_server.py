@@ -122,3 +122,27 @@ def serve(responder: Callable[[Request], Reply]) -> Iterator[OpenAIServer]:
         yield server
     finally:
         server.stop()
+
+
+def _main() -> None:
+    """`python -m tests.openai_server --delay 0.2`: serve scored answers until killed
+    (used by the benchmarks, which need the server in another process)."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--delay", type=float, default=0.2)
+    args = ap.parse_args()
+
+    def answer(req: Request) -> Reply:
+        names = options_in(req.user)
+        block = {lab: {"score": 5 + i, "strengths": ["x"], "weaknesses": ["y"]}
+                 for i, lab in enumerate(names)}
+        return Reply(json.dumps(block), delay_s=args.delay)
+
+    server = OpenAIServer(answer)
+    print(server.port, flush=True)
+    server.httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    _main()
