@@ -73,7 +73,7 @@ def _config_check(args: argparse.Namespace) -> int:
             state = "set" if ep.api_key() else "NOT SET"
             raw["api_key_env"] = f"{ep.api_key_env} ({state}; value never shown)"
         if raw.get("api_base"):  # credentials in a URL are secrets too
-            raw["api_base"] = re.sub(r"//[^/@]+@", "//***@", raw["api_base"])
+            raw["api_base"] = re.sub(r"//[^/]*@", "//***@", raw["api_base"])
     slack = settings.alerts.slack
     if slack.webhook_url_env:
         state = "set" if os.environ.get(slack.webhook_url_env) else "not set"
@@ -87,6 +87,35 @@ def _probe(args: argparse.Namespace) -> int:
     from monitor.probe import probe_command
 
     return probe_command(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import logging
+
+    from monitor.scheduler import serve
+
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("apscheduler", "LiteLLM", "httpx", "litellm"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return serve(args.config)
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    from monitor import baseline
+
+    func = baseline.baseline_set if args.baseline_command == "set" else baseline.baseline_show
+    return func(args)
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError("the seed must be between 0 and 2147483647")
+    return value
 
 
 def _csv(text: str) -> list[str]:
@@ -131,12 +160,32 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--triplets", type=int, metavar="N", help="triplets in this run")
     pr.add_argument("--languages", type=_csv, metavar="en,zh,...")
     pr.add_argument("--scenarios", type=_csv, metavar="university,...")
-    pr.add_argument("--seed", type=int, metavar="N", help="sampling seed")
+    pr.add_argument("--seed", type=_seed, metavar="N", help="sampling seed")
     pr.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     pr.add_argument("--fail-on-breach", action="store_true",
                     help="exit 1 when an MD CI lies beyond thresholds.md_points")
     pr.add_argument("--resume", metavar="RUN_ID", help="complete an interrupted run")
     pr.set_defaults(func=_probe)
+
+    rn = sub.add_parser("run", help="the daemon: scheduled runs, drift, metrics, Slack alerts")
+    rn.add_argument("--config", type=Path, default=None, metavar="PATH")
+    rn.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    rn.set_defaults(func=_run)
+
+    bl = sub.add_parser("baseline", help="set or show the accepted baseline runs")
+    bl_sub = bl.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
+    bset = bl_sub.add_parser("set", help="accept runs as the baseline new runs are compared with")
+    which = bset.add_mutually_exclusive_group(required=True)
+    which.add_argument("--run", action="append", metavar="RUN_ID",
+                       help="a run of the baseline (repeatable: a baseline can span runs)")
+    which.add_argument("--latest", nargs="?", type=int, const=1, metavar="N",
+                       help="the latest N complete runs of each endpoint (default 1)")
+    bshow = bl_sub.add_parser("show", help="the baseline and its MD per country")
+    bshow.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    for p in (bset, bshow):
+        p.add_argument("--config", type=Path, default=None, metavar="PATH")
+        p.add_argument("--endpoint", action="append", metavar="NAME")
+        p.set_defaults(func=_baseline)
     return ap
 
 

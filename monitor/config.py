@@ -86,7 +86,7 @@ class Sampling(BaseModel):
     languages: list[str] = Field(default_factory=lambda: ["en", "ja", "zh", "fr", "de", "ko"],
                                  min_length=2)
     variants: list[Variant] = Field(default_factory=lambda: list(_VARIANTS), min_length=1)
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=2**31 - 1)  # stored in an INTEGER column of runs
 
 
 class Schedule(BaseModel):
@@ -106,7 +106,17 @@ class Thresholds(BaseModel):
     model_config = _Strict
     md_points: float = Field(0.5, gt=0, le=9)
     jsd_excess_bits: float = Field(0.02, gt=0, le=1)
-    drift_md_points: float = Field(0.3, gt=0, le=9)
+    drift_md_points: float = Field(0.3, gt=0, le=9,
+                                   description="Design shift of the drift CUSUM (points).")
+    cusum_h: float = Field(5.0, gt=0, le=100, description="CUSUM alarm level (z units).")
+
+
+class BaselineCfg(BaseModel):
+    model_config = _Strict
+    auto_min_triplets: int | None = Field(
+        None, ge=1, description="Triplets the automatic baseline needs; null = 10 runs' worth.")
+    jsd_window_runs: int = Field(10, ge=1, le=1000,
+                                 description="Recent runs pooled for the JSD shape monitor.")
 
 
 class Slack(BaseModel):
@@ -147,6 +157,7 @@ class Settings(BaseSettings):
     schedule: Schedule = Field(default_factory=Schedule)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     alerts: Alerts = Field(default_factory=Alerts)
+    baseline: BaselineCfg = Field(default_factory=BaselineCfg)
     metrics: Metrics = Field(default_factory=Metrics)
     budget: Budget = Field(default_factory=Budget)
 
@@ -219,15 +230,21 @@ def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
 def _one_line(exc: ValidationError, path: Path) -> str:
     err = exc.errors()[0]
     key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    env = "MONITOR_" + "__".join(str(p).upper() for p in err["loc"][:2])
-    source = f" (from environment {env})" if env in os.environ else ""
+    # The variable that set this key or one of its parents (MONITOR_ALERTS__SLACK__X,
+    # MONITOR_ENDPOINTS as JSON), longest first.
+    loc = [str(p).upper() for p in err["loc"]]
+    env = next((name for i in range(len(loc), 0, -1)
+                if (name := "MONITOR_" + "__".join(loc[:i])) in os.environ), None)
+    source = f" (from environment {env})" if env else ""
     if err["type"] == "extra_forbidden":
         msg = "unknown key; remove it or check its spelling against the contract's keys"
     elif err["type"] == "missing":
         msg = "required key is missing"
     else:
         value = err.get("input")
-        shown = "" if isinstance(value, dict | list) else f" (got {value!r})"
+        secretish = any(w in key.lower() for w in ("key", "token", "url", "secret"))
+        # A key pasted where its variable's NAME belongs must not be echoed back.
+        shown = "" if isinstance(value, dict | list) or secretish else f" (got {value!r})"
         msg = f"{err['msg']}{shown}"
     more = f" [+{exc.error_count() - 1} more]" if exc.error_count() > 1 else ""
     return f"{path}: {key}: {msg}{source}{more}"

@@ -11,12 +11,20 @@
   call replaces its failed row, nothing is duplicated.
 - Reads return pandas DataFrames (duckdb builds them; pandas is not imported
   here).
+- DuckDB lets one process write a file at a time, and a writer excludes every
+  other process. So the file is held only for the length of one operation:
+  each method opens, works and closes (about 25 ms), and an open that meets
+  another process's lock is retried with backoff for up to `lock_timeout_s`
+  before failing with a clear message. The daemon and the CLI commands
+  (baseline, report, export) can therefore share one file.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,6 +82,20 @@ MIGRATIONS: list[list[str]] = [
         _table("scores", SCORE_COLUMNS, "run_id, triplet_id, language, label"),
         _table("run_stats", STAT_COLUMNS, "run_id, kind, scenario, key"),
     ],
+    [  # v2: baselines and persisted alert state (the daemon)
+        """CREATE TABLE baselines (
+            endpoint VARCHAR NOT NULL, set_at TIMESTAMPTZ NOT NULL, run_ids VARCHAR NOT NULL,
+            catalog_version VARCHAR, model_id VARCHAR, auto BOOLEAN, active BOOLEAN)""",
+        """CREATE TABLE alert_state (
+            endpoint VARCHAR, scenario VARCHAR, country VARCHAR, state VARCHAR,
+            s_plus DOUBLE, s_minus DOUBLE, alarm_runs INTEGER, calm_runs INTEGER, z DOUBLE,
+            reason VARCHAR, last_run_id VARCHAR, changed_at TIMESTAMPTZ,
+            notified_at TIMESTAMPTZ, PRIMARY KEY (endpoint, scenario, country))""",
+        """CREATE TABLE alert_events (
+            endpoint VARCHAR, scenario VARCHAR, country VARCHAR, event_at TIMESTAMPTZ,
+            from_state VARCHAR, to_state VARCHAR, run_id VARCHAR, md DOUBLE, md_base DOUBLE,
+            z DOUBLE, reason VARCHAR)""",
+    ],
 ]
 
 
@@ -97,23 +119,19 @@ class RunRow:
 
 
 class Store:
-    """A monitor database in one DuckDB file."""
+    """A monitor database in one DuckDB file, opened per operation."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, lock_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
-        if self.path.parent and not self.path.parent.exists():
+        self.lock_timeout_s = lock_timeout_s
+        if not self.path.parent.exists():
             raise StoreError(f"{self.path}: folder {self.path.parent} does not exist; create it "
                              "or set storage.path")
-        try:
-            self.con = duckdb.connect(str(self.path))
-        except duckdb.Error as exc:
-            first = " ".join(str(exc).split())[:200]
-            raise StoreError(f"{self.path}: cannot open as a DuckDB database ({first}); point "
-                             "storage.path at a new file or a bias-monitor database") from None
-        self._migrate()
+        with self._connect() as con:
+            self._migrate(con)
 
     def close(self) -> None:
-        self.con.close()
+        """Nothing is held between operations; kept for `with Store(...)`."""
 
     def __enter__(self) -> Store:
         return self
@@ -121,52 +139,88 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _migrate(self) -> None:
-        tables = {r[0] for r in self.con.execute(
+    @contextmanager
+    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        deadline = time.monotonic() + self.lock_timeout_s
+        delay = 0.02
+        while True:
+            try:
+                con = duckdb.connect(str(self.path))
+                break
+            except duckdb.Error as exc:
+                text = " ".join(str(exc).split())
+                if "lock" in text.lower() and time.monotonic() < deadline:
+                    time.sleep(delay)  # another process is writing: wait for its turn
+                    delay = min(delay * 2, 0.5)
+                    continue
+                if "lock" in text.lower():
+                    raise StoreError(f"{self.path}: in use by another process for more than "
+                                     f"{self.lock_timeout_s:g}s ({text[:160]}); try again "
+                                     "later") from None
+                raise StoreError(f"{self.path}: cannot open as a DuckDB database "
+                                 f"({text[:200]}); point storage.path at a new file or a "
+                                 "bias-monitor database") from None
+        try:
+            yield con
+        finally:
+            con.close()
+
+    def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
+        tables = {r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables").fetchall()}
         if tables and "meta" not in tables:
-            self.close()
             raise StoreError(f"{self.path}: a DuckDB database of another application (tables "
                              f"{sorted(tables)[:5]}); refusing to write to it - choose another "
                              "storage.path")
         if "meta" not in tables:
-            self.con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-            self.con.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', '0')", [APP])
-        meta = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+            con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            con.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', '0')", [APP])
+        try:
+            meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        except duckdb.Error:  # a `meta` table of another shape: another application's
+            meta = {}
         if meta.get("app") != APP:
-            self.close()
             raise StoreError(f"{self.path}: not a bias-monitor database; choose another "
                              "storage.path")
         version = int(meta.get("schema_version", "0"))
         if version > len(MIGRATIONS):
-            self.close()
             raise StoreError(f"{self.path}: schema version {version} is newer than this monitor "
                              f"({len(MIGRATIONS)}); upgrade bias-monitor")
         for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
-            self.con.execute("BEGIN")
+            con.execute("BEGIN")
             for sql in statements:
-                self.con.execute(sql)
-            self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                             [str(number)])
-            self.con.execute("COMMIT")
+                con.execute(sql)
+            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(number)])
+            con.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of one read-only statement (for callers that aggregate)."""
+        with self._connect() as con:
+            return con.execute(sql, list(params)).fetchall()
+
+    def frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
+        with self._connect() as con:
+            return con.execute(sql, list(params)).df()
 
     @property
     def schema_version(self) -> int:
-        row = self.con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        return int(row[0]) if row else 0
+        rows = self.query("SELECT value FROM meta WHERE key='schema_version'")
+        return int(rows[0][0]) if rows else 0
 
     # -- runs ---------------------------------------------------------------
     def create_run(self, run: RunRow) -> None:
-        self.con.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [run.run_id, run.endpoint, run.model, run.simulated, run.run_index, run.seed,
-             run.catalog_version, json.dumps(run.scenarios), json.dumps(run.languages),
-             json.dumps(run.variants), run.triplets, run.planned_calls, run.started_at,
-             run.finished_at, run.status])
+        with self._connect() as con:
+            con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [run.run_id, run.endpoint, run.model, run.simulated, run.run_index, run.seed,
+                 run.catalog_version, json.dumps(run.scenarios), json.dumps(run.languages),
+                 json.dumps(run.variants), run.triplets, run.planned_calls, run.started_at,
+                 run.finished_at, run.status])
 
     def finish_run(self, run_id: str, status: str) -> None:
-        self.con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?",
-                         [status, datetime.now(UTC), run_id])
+        with self._connect() as con:
+            con.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?",
+                        [status, datetime.now(UTC), run_id])
 
     def get_run(self, run_id: str) -> RunRow | None:
         rows = self._runs("WHERE run_id = ?", [run_id])
@@ -178,9 +232,8 @@ class Store:
         return self._runs("WHERE endpoint = ?", [endpoint])
 
     def _runs(self, where: str, params: list[Any]) -> list[RunRow]:
-        cur = self.con.execute(f"SELECT * FROM runs {where} ORDER BY started_at, run_id", params)
         out = []
-        for r in cur.fetchall():
+        for r in self.query(f"SELECT * FROM runs {where} ORDER BY started_at, run_id", params):
             values = list(r)
             for i in (7, 8, 9):
                 values[i] = json.loads(values[i])
@@ -190,59 +243,126 @@ class Store:
     def next_run_index(self, endpoint: str, catalog_version: str, seed: int,
                        scenarios: Sequence[str]) -> int:
         """Runs walk the sampling cycle: the next index for this sampling setup."""
-        row = self.con.execute(
+        rows = self.query(
             "SELECT max(run_index) FROM runs WHERE endpoint = ? AND catalog_version = ? "
             "AND seed = ? AND scenarios = ?",
-            [endpoint, catalog_version, seed, json.dumps(list(scenarios))]).fetchone()
-        return 0 if row is None or row[0] is None else int(row[0]) + 1
+            [endpoint, catalog_version, seed, json.dumps(list(scenarios))])
+        return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
 
     # -- results --------------------------------------------------------------
     def write_batch(self, calls: dict[str, list[Any]], scores: dict[str, list[Any]]) -> None:
         """One transaction: the calls (replacing earlier failed attempts) and scores."""
-        self.con.execute("BEGIN")
-        try:
-            self._insert("probe_calls", CALL_COLUMNS, calls)
-            self._insert("scores", SCORE_COLUMNS, scores)
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
+        with self._connect() as con:
+            con.execute("BEGIN")
+            try:
+                _insert(con, "probe_calls", CALL_COLUMNS, calls)
+                _insert(con, "scores", SCORE_COLUMNS, scores)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
 
     def write_stats(self, run_id: str, stats: dict[str, list[Any]]) -> None:
-        self.con.execute("BEGIN")
-        self.con.execute("DELETE FROM run_stats WHERE run_id = ?", [run_id])
-        self._insert("run_stats", STAT_COLUMNS, stats)
-        self.con.execute("COMMIT")
-
-    def _insert(self, table: str, cols: tuple[tuple[str, str], ...],
-                data: dict[str, list[Any]]) -> None:
-        n = len(data[cols[0][0]])
-        if n == 0:
-            return
-        if any(len(data[c]) != n for c, _ in cols):
-            raise ValueError(f"{table}: columns of unequal length")
-        select = ", ".join(f"unnest(${i + 1}::{t}[]) AS {c}" for i, (c, t) in enumerate(cols))
-        self.con.execute(f"INSERT OR REPLACE INTO {table} SELECT {select}",
-                         [data[c] for c, _ in cols])
+        with self._connect() as con:
+            con.execute("BEGIN")
+            con.execute("DELETE FROM run_stats WHERE run_id = ?", [run_id])
+            _insert(con, "run_stats", STAT_COLUMNS, stats)
+            con.execute("COMMIT")
 
     def done_calls(self, run_id: str) -> set[tuple[str, str]]:
         """(triplet_id, language) of calls that need no retry on resume."""
-        rows = self.con.execute(
+        rows = self.query(
             "SELECT triplet_id, language FROM probe_calls WHERE run_id = ? AND status <> 'failed'",
-            [run_id]).fetchall()
+            [run_id])
         return {(r[0], r[1]) for r in rows}
+
+    def add_stats(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """Add (or replace) statistics of a run; missing columns are null."""
+        full = [{**{c: None for c, _ in STAT_COLUMNS}, **r, "run_id": run_id} for r in rows]
+        with self._connect() as con:
+            _insert(con, "run_stats", STAT_COLUMNS, {c: [r[c] for r in full]
+                                                     for c, _ in STAT_COLUMNS})
+
+    # -- baselines and alert state ---------------------------------------------
+    def set_baseline(self, endpoint: str, run_ids: Sequence[str], catalog_version: str,
+                     model_id: str | None, *, auto: bool) -> None:
+        with self._connect() as con:
+            con.execute("BEGIN")
+            con.execute("UPDATE baselines SET active = false WHERE endpoint = ?", [endpoint])
+            con.execute("INSERT INTO baselines VALUES (?, ?, ?, ?, ?, ?, true)",
+                        [endpoint, datetime.now(UTC), json.dumps(list(run_ids)),
+                         catalog_version, model_id, auto])
+            # A new baseline starts every cell afresh.
+            con.execute("DELETE FROM alert_state WHERE endpoint = ?", [endpoint])
+            con.execute("COMMIT")
+
+    def baseline(self, endpoint: str) -> dict[str, Any] | None:
+        rows = self.query("SELECT set_at, run_ids, catalog_version, model_id, auto FROM baselines "
+                          "WHERE endpoint = ? AND active", [endpoint])
+        if not rows:
+            return None
+        set_at, run_ids, version, model_id, auto = rows[0]
+        return {"endpoint": endpoint, "set_at": set_at, "run_ids": json.loads(run_ids),
+                "catalog_version": version, "model_id": model_id, "auto": bool(auto)}
+
+    def alert_states(self, endpoint: str) -> dict[tuple[str, str], dict[str, Any]]:
+        cols = ["scenario", "country", "state", "s_plus", "s_minus", "alarm_runs", "calm_runs",
+                "z", "reason", "last_run_id", "changed_at", "notified_at"]
+        rows = self.query(f"SELECT {', '.join(cols)} FROM alert_state WHERE endpoint = ?",
+                          [endpoint])
+        return {(r[0], r[1]): dict(zip(cols, r, strict=True)) for r in rows}
+
+    def all_alert_states(self) -> list[tuple[Any, ...]]:
+        return self.query("SELECT endpoint, scenario, country, state FROM alert_state")
+
+    def save_alert_states(self, endpoint: str, states: list[dict[str, Any]],
+                          events: list[dict[str, Any]]) -> None:
+        """Cell states and their transitions, in one transaction."""
+        with self._connect() as con:
+            con.execute("BEGIN")
+            for st in states:
+                con.execute(
+                    "INSERT OR REPLACE INTO alert_state VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "?, ?)", [endpoint, st["scenario"], st["country"], st["state"],
+                              st["s_plus"], st["s_minus"], st["alarm_runs"], st["calm_runs"],
+                              st["z"], st["reason"], st["last_run_id"], st["changed_at"],
+                              st["notified_at"]])
+            for ev in events:
+                con.execute("INSERT INTO alert_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [endpoint, ev["scenario"], ev["country"], ev["event_at"],
+                             ev["from_state"], ev["to_state"], ev["run_id"], ev["md"],
+                             ev["md_base"], ev["z"], ev["reason"]])
+            con.execute("COMMIT")
+
+    def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None:
+        with self._connect() as con:
+            for scenario, country in cells:
+                con.execute("UPDATE alert_state SET notified_at = ? WHERE endpoint = ? AND "
+                            "scenario = ? AND country = ?",
+                            [datetime.now(UTC), endpoint, scenario, country])
 
     def calls_frame(self, run_ids: Sequence[str], *, with_text: bool = False) -> pd.DataFrame:
         cols = ", ".join(c for c, _ in CALL_COLUMNS if with_text or c != "raw_text")
-        return self.con.execute(f"SELECT {cols} FROM probe_calls WHERE list_contains($1, run_id)",
-                                [list(run_ids)]).df()
+        return self.frame(f"SELECT {cols} FROM probe_calls WHERE list_contains($1, run_id)",
+                          [list(run_ids)])
 
     def scores_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
-        return self.con.execute(
+        return self.frame(
             "SELECT s.*, c.scenario, c.variant FROM scores s JOIN probe_calls c "
             "USING (run_id, triplet_id, language) "
-            "WHERE list_contains($1, s.run_id) AND c.status = 'ok'", [list(run_ids)]).df()
+            "WHERE list_contains($1, s.run_id) AND c.status = 'ok'", [list(run_ids)])
 
     def stats_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
-        return self.con.execute("SELECT * FROM run_stats WHERE list_contains($1, run_id)",
-                                [list(run_ids)]).df()
+        return self.frame("SELECT * FROM run_stats WHERE list_contains($1, run_id)",
+                          [list(run_ids)])
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[tuple[str, str], ...],
+            data: dict[str, list[Any]]) -> None:
+    n = len(data[cols[0][0]])
+    if any(len(data[c]) != n for c, _ in cols):
+        raise ValueError(f"{table}: columns of unequal length")
+    if n == 0:
+        return
+    select = ", ".join(f"unnest(${i + 1}::{t}[]) AS {c}" for i, (c, t) in enumerate(cols))
+    con.execute(f"INSERT OR REPLACE INTO {table} SELECT {select}", [data[c] for c, _ in cols])

@@ -1,0 +1,121 @@
+"""`monitor baseline set` / `monitor baseline show`.
+
+A baseline is the set of runs an endpoint's new runs are compared with. It
+changes only by an explicit user action (or once, automatically, when there
+is none: see monitor.watch). All its runs must be finished, of one endpoint,
+on one catalog version and one model id; a full rotation cycle of runs gives
+the most precise baseline. Works while the daemon runs: the store holds the
+DuckDB file only per operation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import Any
+
+from monitor.catalog import load_catalog
+from monitor.config import load_settings
+from monitor.errors import UsageError
+from monitor.stats import md_table
+from monitor.store import Store
+
+__all__ = ["baseline_set", "baseline_show"]
+
+
+def _model_of(store: Store, run_ids: list[str]) -> dict[str, str | None]:
+    rows = store.query("SELECT run_id, min(model_id) FROM probe_calls WHERE "
+                       "list_contains($1, run_id) AND status = 'ok' GROUP BY run_id", [run_ids])
+    found: dict[str, str | None] = {r: None for r in run_ids}
+    found.update({r[0]: r[1] for r in rows})
+    return found
+
+
+def baseline_set(args: argparse.Namespace) -> int:
+    settings, _ = load_settings(args.config)
+    store = Store(settings.storage.path, lock_timeout_s=60)
+    names = args.endpoint or [e.name for e in settings.endpoints]
+    chosen: dict[str, list[str]] = {}
+    if args.run:
+        for run_id in args.run:
+            run = store.get_run(run_id)
+            if run is None:
+                raise UsageError(f"--run {run_id}: no such run in {store.path} (see `monitor "
+                                 "baseline show` or the probe output for run ids)")
+            if args.endpoint and run.endpoint not in args.endpoint:
+                raise UsageError(f"--run {run_id} belongs to endpoint {run.endpoint}, not "
+                                 f"{', '.join(args.endpoint)}")
+            chosen.setdefault(run.endpoint, []).append(run_id)
+    else:
+        for name in names:
+            runs = [r for r in store.runs(name) if r.status == "complete"]
+            if not runs:
+                raise UsageError(f"endpoint {name}: no complete run yet; run `monitor probe "
+                                 "--once` first")
+            chosen[name] = [r.run_id for r in runs[-args.latest:]]
+    for endpoint, run_ids in chosen.items():
+        runs = [r for r in (store.get_run(x) for x in run_ids) if r is not None]
+        bad = [r.run_id for r in runs if r.status != "complete"]
+        if bad:
+            raise UsageError(f"runs {bad} are not complete; finish them with `monitor probe "
+                             "--once --resume RUN_ID` or choose others")
+        versions = {r.catalog_version for r in runs}
+        models = set(_model_of(store, run_ids).values())
+        if len(versions) > 1 or len(models) > 1:
+            raise UsageError(f"endpoint {endpoint}: the runs mix catalog versions {versions} or "
+                             f"model ids {models}; a baseline must be one model on one catalog")
+        store.set_baseline(endpoint, run_ids, versions.pop(), models.pop(), auto=False)
+        print(f"baseline of {endpoint}: {len(run_ids)} run(s) {', '.join(run_ids)}")
+    return 0
+
+
+def baseline_show(args: argparse.Namespace) -> int:
+    settings, _ = load_settings(args.config)
+    catalog = load_catalog(settings.catalog.path)
+    store = Store(settings.storage.path, lock_timeout_s=60)
+    local = {lang: list(c) for lang, c in catalog.languages.items()}
+    out: list[dict[str, Any]] = []
+    for name in args.endpoint or [e.name for e in settings.endpoints]:
+        settings.endpoint(name)
+        base = store.baseline(name)
+        if base is None:
+            out.append({"endpoint": name, "baseline": None})
+            continue
+        runs = [r for r in (store.get_run(x) for x in base["run_ids"]) if r is not None]
+        langs = runs[0].languages if runs else list(catalog.languages)
+        md = md_table(store.scores_frame(base["run_ids"]), langs, local)
+        states = store.alert_states(name)
+        out.append({
+            "endpoint": name, "set_at": str(base["set_at"]), "auto": base["auto"],
+            "runs": base["run_ids"], "catalog_version": base["catalog_version"],
+            "model_id": base["model_id"],
+            "md": [{"scenario": r["scenario"], "country": r["country"], "md": _f(r["md"]),
+                    "ci_lower": _f(r["ci_lower"]), "ci_upper": _f(r["ci_upper"]),
+                    "n": int(r["n"]),
+                    "alert_state": states.get((r["scenario"], r["country"]), {}).get("state",
+                                                                                     "ok")}
+                   for r in md.to_dict("records")]})
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    for b in out:
+        if b.get("baseline", 1) is None:
+            print(f"{b['endpoint']}: no baseline yet (set one with `monitor baseline set "
+                  f"--latest`, or let the daemon set it after its first runs)")
+            continue
+        how = "automatic" if b["auto"] else "set by user"
+        print(f"{b['endpoint']}: baseline {how} at {b['set_at']}, {len(b['runs'])} run(s), "
+              f"model {b['model_id']}, catalog {b['catalog_version']}")
+        for r in b["md"]:
+            if r["scenario"] != "all":
+                continue
+            ci = ("[   n/a   ]" if r["ci_lower"] is None else
+                  f"[{r['ci_lower']:+.2f}, {r['ci_upper']:+.2f}]")
+            print(f"  {r['country']}  MD {r['md']:+.2f} {ci} n={r['n']}  state "
+                  f"{r['alert_state']}")
+    return 0
+
+
+def _f(x: Any) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)

@@ -1,0 +1,151 @@
+"""What the scheduler calls: one job per endpoint, which never raises.
+
+A job checks the daily budget, runs the same `run_endpoint` as
+`monitor probe --once`, then (in a worker thread) compares the run with the
+baseline, stores drift and the recent-runs JSD next to the run's statistics,
+refreshes the metrics and tells Slack about alert changes. A failing job is
+logged and counted (bias_monitor_run_failures_total) and the scheduler goes
+on. Cancellation (SIGTERM) interrupts the run cleanly: what arrived is
+stored, the run is marked interrupted and is resumed at the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from monitor.alerts import SlackNotifier
+from monitor.catalog import Catalog
+from monitor.config import Endpoint, Settings
+from monitor.metrics import MetricsState
+from monitor.run import RunOptions, RunResult, run_endpoint
+from monitor.stats import jsd_table
+from monitor.store import Store
+from monitor.watch import Evaluation, evaluate
+
+__all__ = ["Daemon"]
+
+log = logging.getLogger("monitor.daemon")
+
+
+class Daemon:
+    def __init__(self, settings: Settings, catalog: Catalog, store: Store, state: MetricsState,
+                 notifier: SlackNotifier) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.store = store
+        self.state = state
+        self.notifier = notifier
+        self.started = time.time()
+        self.heartbeat = time.time()
+        self.running: set[asyncio.Task[Any]] = set()
+        self.failures: dict[str, int] = {}
+        self.last_note: dict[str, str] = {}
+
+    def count_failure(self, endpoint: str, why: str) -> None:
+        self.failures[endpoint] = self.failures.get(endpoint, 0) + 1
+        self.state.set_flag("run_failures", endpoint, self.failures[endpoint])
+        log.warning("endpoint %s: run not completed: %s", endpoint, why)
+
+    async def run_job(self, name: str) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self.running.add(task)
+        endpoint = self.settings.endpoint(name)
+        try:
+            opts = self._budget(endpoint)
+            if opts is None:
+                return
+            pending = self._interrupted(endpoint)
+            if pending:
+                log.info("endpoint %s: resuming interrupted run %s", name, pending)
+                await self._one(endpoint, RunOptions(resume=pending))
+            await self._one(endpoint, opts)
+        except asyncio.CancelledError:
+            log.info("endpoint %s: run interrupted by shutdown; it resumes at the next start",
+                     name)
+            raise
+        except Exception as exc:
+            self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
+        finally:
+            if task is not None:
+                self.running.discard(task)
+            try:
+                await asyncio.to_thread(self.state.refresh, self.store, name)
+            except Exception as exc:
+                log.warning("metrics refresh failed: %s", type(exc).__name__)
+
+    async def _one(self, endpoint: Endpoint, opts: RunOptions) -> None:
+        result = await run_endpoint(self.settings, self.catalog, self.store, endpoint, opts)
+        counts = result.status_counts
+        log.info("endpoint %s: run %s done: %s", endpoint.name, result.run.run_id, counts)
+        if counts["ok"] == 0:
+            self.count_failure(endpoint.name, f"run {result.run.run_id} produced no results")
+        ev = await asyncio.to_thread(self._after_run, endpoint, result)
+        await asyncio.to_thread(self.state.refresh, self.store, endpoint.name)
+        if ev.to_notify or (not ev.comparable and ev.note != self.last_note.get(endpoint.name)
+                            and ev.baseline is not None and "changed" in ev.note):
+            note = None if ev.comparable else ev.note
+            await asyncio.to_thread(self.notifier.send, endpoint.name, ev.to_notify,
+                                    simulated=endpoint.simulated, note=note)
+            if ev.to_notify:
+                await asyncio.to_thread(self.store.mark_notified, endpoint.name,
+                                        [(t.scenario, t.country) for t in ev.to_notify])
+        self.last_note[endpoint.name] = ev.note
+
+    def _after_run(self, endpoint: Endpoint, result: RunResult) -> Evaluation:
+        ev = evaluate(self.settings, self.catalog, self.store, result)
+        if not ev.comparable:
+            log.info("endpoint %s: %s", endpoint.name, ev.note)
+        for t in ev.transitions:
+            log.warning("endpoint %s: %s/%s %s -> %s (%s)", endpoint.name, t.scenario,
+                        t.country, t.from_state, t.to_state, t.reason)
+        self.state.set_flag("comparable", endpoint.name, int(ev.comparable))
+        rows: list[dict[str, Any]] = [
+            {"kind": "drift", "scenario": s, "key": c, "value": v, "n": None}
+            for (s, c), v in ev.drift.items()]
+        window = [r.run_id for r in self.store.runs(endpoint.name)
+                  if r.status == "complete" and r.catalog_version == result.run.catalog_version]
+        window = window[-self.settings.baseline.jsd_window_runs:]
+        scores = self.store.scores_frame(window)
+        for r in jsd_table(scores, result.run.languages, seed=result.run.seed,
+                           n_boot=500).to_dict("records"):
+            rows.append({"kind": "jsd_window", "scenario": r["scenario"], "key": r["language"],
+                         "value": r["jsd_bits"], "ci_lower": r["ci_lower"],
+                         "ci_upper": r["ci_upper"], "n": r["n"], "p_value": r["p_value"]})
+        for row in rows:
+            if row["kind"] == "jsd_window":
+                row["extra"] = json.dumps({"window_runs": len(window)})
+        self.store.add_stats(result.run.run_id, rows)
+        return ev
+
+    def _budget(self, endpoint: Endpoint) -> RunOptions | None:
+        """The run's options within today's budget; None when it is spent."""
+        b = self.settings.budget
+        day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        calls, usd = self.store.query(
+            "SELECT count(*), coalesce(sum(cost_usd), 0) FROM probe_calls WHERE endpoint = ? "
+            "AND created_at >= ?", [endpoint.name, day])[0]
+        langs = len(self.settings.sampling.languages)
+        triplets = self.settings.sampling.triplets_per_run
+        spent = b.max_usd_per_day is not None and usd >= b.max_usd_per_day
+        if b.max_probes_per_day is not None:
+            triplets = min(triplets, (b.max_probes_per_day - calls) // langs)
+        if spent or triplets < 1:
+            self.state.set_flag("budget_exhausted", endpoint.name, 1)
+            self.count_failure(endpoint.name, f"daily budget spent ({calls} probes, "
+                               f"${usd:.2f} today); next run after {day + timedelta(days=1)}")
+            return None
+        self.state.set_flag("budget_exhausted", endpoint.name, 0)
+        return RunOptions(triplets=triplets)
+
+    def _interrupted(self, endpoint: Endpoint) -> str | None:
+        cutoff = datetime.now(UTC) - timedelta(days=1)
+        runs = [r for r in self.store.runs(endpoint.name)
+                if r.status == "interrupted" and r.started_at >= cutoff
+                and r.catalog_version == self.catalog.version]
+        return runs[-1].run_id if runs else None

@@ -1,0 +1,97 @@
+"""Drift detection per cell (endpoint, scenario, country): pure functions.
+
+(../shared/docs/statistics.md, "Drift vs baseline")
+- z = (MD_now - MD_base) / sqrt(SE_now^2 + SE_base^2); leaving out SE_base
+  doubles false alarms.
+- Two-sided CUSUM on z: S+ = max(0, S+ + z - k), S- = max(0, S- - z - k),
+  alarm when max(S+, S-) > h; k is half the design shift
+  (thresholds.drift_md_points) in z units of this run.
+- An absolute threshold breaches only when the whole MD CI lies beyond
+  +-thresholds.md_points (never on a point estimate).
+- States: OK -> PENDING (alarm or breach) -> FIRING (the alarm held for
+  alerts.min_runs_firing runs) -> OK after 2 consecutive runs with |z| < 1
+  and no breach; the CUSUM restarts at 0 after a reset to OK.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["FIRING", "OK", "PENDING", "CellState", "Observation", "step", "z_score"]
+
+OK, PENDING, FIRING = "ok", "pending", "firing"
+STATE_VALUE = {OK: 0, PENDING: 1, FIRING: 2}
+CALM_Z = 1.0
+CALM_RUNS = 2
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One run's MD for a cell next to the baseline's."""
+
+    md: float
+    se: float
+    ci_lower: float
+    ci_upper: float
+    n: int
+    md_base: float
+    se_base: float
+
+
+@dataclass(frozen=True)
+class CellState:
+    """What is persisted per cell, so a restart neither forgets nor re-sends."""
+
+    state: str = OK
+    s_plus: float = 0.0
+    s_minus: float = 0.0
+    alarm_runs: int = 0  # consecutive runs with an alarm or breach
+    calm_runs: int = 0  # consecutive runs with |z| < 1 and no breach
+    z: float | None = None
+    reason: str = ""
+
+
+def z_score(obs: Observation) -> float | None:
+    var = obs.se**2 + obs.se_base**2
+    if not math.isfinite(var) or var <= 0 or not math.isfinite(obs.md - obs.md_base):
+        return None
+    return (obs.md - obs.md_base) / math.sqrt(var)
+
+
+def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: float,
+         md_threshold: float, min_runs_firing: int) -> CellState:
+    """The cell's state after one more run (obs None: the cell was not measured)."""
+    if obs is None:
+        return prev  # no evidence either way: keep the state and the sums
+    z = z_score(obs)
+    breach = (math.isfinite(obs.ci_lower) and obs.ci_lower > md_threshold) or (
+        math.isfinite(obs.ci_upper) and obs.ci_upper < -md_threshold)
+    s_plus, s_minus = prev.s_plus, prev.s_minus
+    if z is not None:
+        sigma = math.sqrt(obs.se**2 + obs.se_base**2)
+        k = drift_points / (2 * sigma)
+        s_plus = max(0.0, s_plus + z - k)
+        s_minus = max(0.0, s_minus - z - k)
+    alarm = max(s_plus, s_minus) > h
+    reasons = []
+    if alarm:
+        side = "up" if s_plus >= s_minus else "down"
+        reasons.append(f"drift {side} (CUSUM {max(s_plus, s_minus):.1f} > h={h:g})")
+    if breach:
+        reasons.append(f"CI beyond +-{md_threshold:g}")
+    hot = alarm or breach
+    alarm_runs = prev.alarm_runs + 1 if hot else 0
+    calm = (z is not None and abs(z) < CALM_Z and not breach)
+    calm_runs = prev.calm_runs + 1 if calm else 0
+    state = prev.state
+    if prev.state == OK and hot:
+        state = PENDING
+    if state in (PENDING, FIRING) and alarm_runs >= min_runs_firing:
+        state = FIRING
+    if prev.state in (PENDING, FIRING) and calm_runs >= CALM_RUNS:
+        state = OK
+    if state == OK and prev.state != OK:
+        s_plus = s_minus = 0.0  # restart after a reset
+        alarm_runs = 0
+    return CellState(state, s_plus, s_minus, alarm_runs, calm_runs, z, "; ".join(reasons))

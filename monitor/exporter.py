@@ -1,0 +1,160 @@
+"""Prometheus exposition: the only module that imports prometheus_client.
+
+A Collector renders the MetricsState snapshot on each scrape into its own
+CollectorRegistry (no process / platform collectors, no global registry).
+An HTTP server on metrics.host:port (loopback by default) serves /metrics and
+/healthz; /healthz answers 200 while the scheduler is alive and the last run
+is younger than `stale_after_s`, else 503, with a JSON body saying why.
+Names, labels and units follow the contract; labels are bounded (endpoint,
+scenario, country, language, status, direction) and never carry text.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from monitor.metrics import LATENCY_BUCKETS, MetricsState
+
+__all__ = ["BiasCollector", "MetricsServer", "make_registry", "render"]
+
+P = "bias_monitor_"
+CELL = ["endpoint", "scenario", "country"]
+
+
+def _gauge(name: str, doc: str, labels: list[str], values: dict[Any, float]) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(P + name, doc, labels=labels)
+    for key, value in sorted(values.items()):
+        g.add_metric(list(key) if isinstance(key, tuple) else [key], float(value))
+    return g
+
+
+class BiasCollector(Collector):
+    def __init__(self, state: MetricsState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.state.snapshot()
+        yield _gauge("md_points", "Latest local-language bias MD (score points).", CELL,
+                     {k: v[0] for k, v in s.md.items()})
+        yield _gauge("md_ci_lower_points", "Lower bound of the MD 95% CI (points).", CELL,
+                     {k: v[1] for k, v in s.md.items() if v[1] is not None})
+        yield _gauge("md_ci_upper_points", "Upper bound of the MD 95% CI (points).", CELL,
+                     {k: v[2] for k, v in s.md.items() if v[2] is not None})
+        yield _gauge("md_drift_points", "MD of the latest run minus the baseline MD (points).",
+                     CELL, s.drift)
+        yield _gauge("jsd_bits", "Excess JSD per language over the permutation null, recent "
+                     "runs pooled (bits).", ["endpoint", "scenario", "language"], s.jsd)
+        yield _gauge("alert_state", "Alert state per cell: 0 ok, 1 pending, 2 firing.", CELL,
+                     {k: float(v) for k, v in s.alert.items()})
+        yield _gauge("last_run_timestamp_seconds", "Unix time the last run finished.",
+                     ["endpoint"], s.last_run_ts)
+        yield _gauge("last_run_success", "1 if the last run produced results, else 0.",
+                     ["endpoint"], {k: float(v) for k, v in s.last_run_success.items()})
+        yield _gauge("coverage_ratio", "Scored / asked per language in the last run.",
+                     ["endpoint", "language"], s.coverage)
+        yield _gauge("baseline_comparable", "1 if the last run was compared with the baseline "
+                     "(same catalog and model id), else 0.", ["endpoint"],
+                     {k: float(v) for k, v in s.comparable.items()})
+        yield _gauge("budget_exhausted", "1 if the daily budget stopped runs, else 0.",
+                     ["endpoint"], {k: float(v) for k, v in s.budget_exhausted.items()})
+        yield _gauge("weakness_share", "Share of weaknesses among the points listed, by "
+                     "locality of the option.", ["endpoint", "country", "locality"],
+                     s.weakness_share)
+        probes = CounterMetricFamily(P + "probes", "Probe calls by outcome.",
+                                     labels=["endpoint", "status"])
+        for (ep, status), n in sorted(s.probes.items()):
+            probes.add_metric([ep, status], n)
+        yield probes
+        failures = CounterMetricFamily(P + "run_failures", "Scheduled runs that raised or were "
+                                       "skipped, since start.", labels=["endpoint"])
+        for ep, n in sorted(s.run_failures.items()):
+            failures.add_metric([ep], n)
+        yield failures
+        tokens = CounterMetricFamily(P + "tokens", "Tokens used.", labels=["endpoint",
+                                                                          "direction"])
+        for (ep, direction), n in sorted(s.tokens.items()):
+            tokens.add_metric([ep, direction], n)
+        yield tokens
+        cost = CounterMetricFamily(P + "cost_usd", "Cost in USD (where known).",
+                                   labels=["endpoint"])
+        for ep, usd in sorted(s.cost.items()):
+            cost.add_metric([ep], usd)
+        yield cost
+        hist = HistogramMetricFamily(P + "probe_latency_seconds", "Latency of answered probe "
+                                     "calls (seconds).", labels=["endpoint"])
+        for ep, (counts, total, n) in sorted(s.latency.items()):
+            buckets = [(str(b), c) for b, c in zip(LATENCY_BUCKETS, counts, strict=True)]
+            hist.add_metric([ep], [*buckets, ("+Inf", n)], total)
+        yield hist
+
+
+def make_registry(state: MetricsState) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BiasCollector(state))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)
+
+
+class MetricsServer:
+    """/metrics and /healthz in a daemon thread."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int,
+                 health: Callable[[], tuple[bool, dict[str, Any]]]) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # scrapes are not news
+                pass
+
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] == "/metrics":
+                    body, status = render(outer.registry), 200
+                    ctype = "text/plain; version=0.0.4; charset=utf-8"
+                elif self.path.split("?")[0] == "/healthz":
+                    ok, info = outer.health()
+                    body, status, ctype = json.dumps(info).encode(), 200 if ok else 503, \
+                        "application/json"
+                else:
+                    body, status, ctype = b"see /metrics and /healthz\n", 404, "text/plain"
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.registry = registry
+        self.health = health
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.port = int(self.httpd.server_address[1])
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
+                                        name="metrics-http")
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def age_seconds(ts: float | None) -> float | None:
+    return None if ts is None else max(0.0, time.time() - ts)

@@ -1,0 +1,113 @@
+"""The values the exporter shows, read from DuckDB (so they survive restarts).
+
+Counters (probes, tokens, cost, the latency histogram) are totals over every
+stored call, so they never go backwards across a restart; gauges come from
+each endpoint's latest finished run and the persisted alert state.
+`MetricsState.refresh(store, endpoint)` is called at start-up and after every
+run; the exporter only reads a snapshot.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitor.drift import STATE_VALUE
+from monitor.store import Store
+
+__all__ = ["LATENCY_BUCKETS", "MetricsState", "Snapshot"]
+
+LATENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+                                      120.0)
+
+
+@dataclass
+class Snapshot:
+    md: dict[tuple[str, str, str], tuple[float, float | None, float | None]] = field(
+        default_factory=dict)
+    drift: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    jsd: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    alert: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    last_run_ts: dict[str, float] = field(default_factory=dict)
+    last_run_success: dict[str, int] = field(default_factory=dict)
+    coverage: dict[tuple[str, str], float] = field(default_factory=dict)
+    probes: dict[tuple[str, str], int] = field(default_factory=dict)
+    tokens: dict[tuple[str, str], int] = field(default_factory=dict)
+    cost: dict[str, float] = field(default_factory=dict)
+    latency: dict[str, tuple[list[int], float, int]] = field(default_factory=dict)
+    comparable: dict[str, int] = field(default_factory=dict)
+    budget_exhausted: dict[str, int] = field(default_factory=dict)
+    weakness_share: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    run_failures: dict[str, int] = field(default_factory=dict)
+
+
+class MetricsState:
+    """Thread-safe holder of the latest snapshot per endpoint."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._snap = Snapshot()
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return self._snap
+
+    def set_flag(self, name: str, endpoint: str, value: int) -> None:
+        """comparable / budget_exhausted / run_failures, set by the daemon."""
+        with self._lock:
+            getattr(self._snap, name)[endpoint] = value
+
+    def refresh(self, store: Store, endpoint: str) -> None:
+        new = _load(store, endpoint)
+        with self._lock:
+            snap = self._snap
+            for name in ("md", "drift", "jsd", "alert", "coverage", "probes", "tokens"):
+                table: dict[Any, Any] = getattr(snap, name)
+                for key in [k for k in table if k[0] == endpoint]:
+                    del table[key]
+                table.update(getattr(new, name))
+            for name in ("last_run_ts", "last_run_success", "cost", "latency"):
+                table = getattr(snap, name)
+                table.pop(endpoint, None)
+                table.update(getattr(new, name))
+
+
+def _load(store: Store, ep: str) -> Snapshot:
+    snap = Snapshot()
+    last = store.query("SELECT run_id, status, epoch(finished_at) FROM runs WHERE endpoint = ? "
+                       "AND finished_at IS NOT NULL AND status IN ('complete', 'failed') "
+                       "ORDER BY finished_at DESC LIMIT 1", [ep])
+    if last:
+        run_id, status, finished = last[0]
+        snap.last_run_ts[ep] = float(finished)
+        snap.last_run_success[ep] = int(status == "complete")
+        for kind, scen, key, value, lo, hi in store.query(
+                "SELECT kind, scenario, key, value, ci_lower, ci_upper FROM run_stats "
+                "WHERE run_id = ?", [run_id]):
+            if value is None:
+                continue
+            if kind == "md":
+                snap.md[(ep, scen, key)] = (value, lo, hi)
+            elif kind == "drift":
+                snap.drift[(ep, scen, key)] = value
+            elif kind == "jsd_window":
+                snap.jsd[(ep, scen, key)] = value
+            elif kind == "coverage":
+                snap.coverage[(ep, key)] = value
+    for _, scen, country, state in [r for r in store.all_alert_states() if r[0] == ep]:
+        snap.alert[(ep, scen, country)] = STATE_VALUE.get(state, 0)
+    for status, n in store.query("SELECT status, count(*) FROM probe_calls WHERE endpoint = ? "
+                                 "GROUP BY status", [ep]):
+        snap.probes[(ep, status)] = int(n)
+    buckets = ", ".join(f"count(*) FILTER (WHERE latency_s <= {b})" for b in LATENCY_BUCKETS)
+    row = store.query(
+        f"SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
+        f"coalesce(sum(cost_usd), 0), coalesce(sum(latency_s) FILTER (WHERE status <> 'failed'), "
+        f"0), count(*) FILTER (WHERE status <> 'failed'), {buckets} FROM probe_calls "
+        f"WHERE endpoint = ? AND status <> 'failed'", [ep])[0]
+    snap.tokens[(ep, "input")] = int(row[0])
+    snap.tokens[(ep, "output")] = int(row[1])
+    snap.cost[ep] = float(row[2])
+    snap.latency[ep] = ([int(x) for x in row[5:]], float(row[3]), int(row[4]))
+    return snap

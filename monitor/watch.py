@@ -1,0 +1,205 @@
+"""After each run: compare with the accepted baseline and update the alert states.
+
+- The baseline is a set of runs chosen by the user (`monitor baseline set`),
+  or, while there is none, made automatically from the first runs once they
+  hold enough triplets (baseline.auto_min_triplets, default 10 x
+  triplets_per_run); until then nothing is compared and nothing pages.
+- Runs are compared only with a baseline of the same catalog version and
+  model id. When the provider reports another model id (or a new
+  fingerprint), the evaluation says so instead of comparing silently.
+- Slack is told about PENDING -> FIRING and FIRING -> OK of the pooled cells
+  (scenario "all": the primary cells of statistics.md); per-scenario cells
+  keep their state for the dashboard.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from monitor.catalog import Catalog
+from monitor.config import Settings
+from monitor.drift import FIRING, OK, PENDING, CellState, Observation, step
+from monitor.run import RunResult
+from monitor.stats import md_table
+from monitor.store import Store
+
+__all__ = ["MIN_CELL_N", "Evaluation", "Mover", "Transition", "evaluate", "movers"]
+
+#: Triplets a cell needs, now and in the baseline, before it is tested: a
+#: t-interval or z from fewer is unreliable with 1..10 integer scores.
+MIN_CELL_N = 5
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A probe whose score moved against the baseline."""
+
+    option: str  # the option's English name
+    local_name: str
+    language: str
+    old: float
+    new: float
+
+
+@dataclass(frozen=True)
+class Transition:
+    endpoint: str
+    scenario: str
+    country: str
+    from_state: str
+    to_state: str
+    run_id: str
+    md: float
+    ci: tuple[float, float]
+    n: int
+    md_base: float
+    ci_base: tuple[float, float]
+    n_base: int
+    z: float | None
+    reason: str
+    movers: list[Mover] = field(default_factory=list)
+
+
+@dataclass
+class Evaluation:
+    endpoint: str
+    run_id: str
+    baseline: dict[str, Any] | None
+    comparable: bool
+    note: str
+    states: dict[tuple[str, str], CellState] = field(default_factory=dict)
+    drift: dict[tuple[str, str], float] = field(default_factory=dict)
+    transitions: list[Transition] = field(default_factory=list)
+    to_notify: list[Transition] = field(default_factory=list)
+
+
+def _records(df: Any) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = df.to_dict("records")
+    return rows
+
+
+def _f(x: Any) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _auto_baseline(settings: Settings, store: Store, result: RunResult) -> dict[str, Any] | None:
+    run = result.run
+    model = result.model_ids[0] if result.model_ids else run.model
+    need = settings.baseline.auto_min_triplets or 10 * settings.sampling.triplets_per_run
+    runs = [r for r in store.runs(run.endpoint)
+            if r.status == "complete" and r.catalog_version == run.catalog_version]
+    if not runs:
+        return None
+    models = dict(store.query(
+        "SELECT run_id, min(model_id) FROM probe_calls WHERE list_contains($1, run_id) "
+        "AND status = 'ok' GROUP BY run_id", [[r.run_id for r in runs]]))
+    same = [r for r in runs if models.get(r.run_id) == model]
+    if sum(r.triplets for r in same) < need:
+        return None
+    store.set_baseline(run.endpoint, [r.run_id for r in same], run.catalog_version, model,
+                       auto=True)
+    return store.baseline(run.endpoint)
+
+
+def movers(store: Store, catalog: Catalog, run_id: str, base_runs: list[str], scenario: str,
+           country: str, top: int = 3) -> list[Mover]:
+    """The probes of `country` asked in its local language that moved most."""
+    lang = catalog.local_language(country)
+    if lang is None:
+        return []
+    where = "" if scenario == "all" else " AND c.scenario = $4"
+    params: list[Any] = [[run_id], country, lang] + ([] if scenario == "all" else [scenario])
+    sql = ("SELECT c.scenario, s.option_id, avg(s.score) FROM scores s JOIN probe_calls c "
+           "USING (run_id, triplet_id, language) WHERE list_contains($1, s.run_id) AND "
+           f"s.country = $2 AND s.language = $3 AND c.status = 'ok'{where} "
+           "GROUP BY c.scenario, s.option_id")
+    now = {(r[0], r[1]): r[2] for r in store.query(sql, params)}
+    base = {(r[0], r[1]): r[2] for r in store.query(sql, [base_runs, *params[1:]])}
+    moved = sorted(((abs(v - base[k]), k, base[k], v) for k, v in now.items() if k in base),
+                   reverse=True)[:top]
+    out = []
+    for _, (scen, oid), old, new in moved:
+        opt = catalog.option(scen, oid)
+        out.append(Mover(opt.names.get("en", oid), opt.names.get(lang, oid), lang, old, new))
+    return out
+
+
+def evaluate(settings: Settings, catalog: Catalog, store: Store, result: RunResult,
+             *, now: datetime | None = None) -> Evaluation:
+    run = result.run
+    now = now or datetime.now(UTC)
+    model = result.model_ids[0] if result.model_ids else run.model
+    baseline = store.baseline(run.endpoint)
+    if baseline is None:
+        baseline = _auto_baseline(settings, store, result)
+        note = ("baseline set automatically from the first runs" if baseline else
+                "no baseline yet: collecting runs for the automatic baseline; alerts muted")
+        return Evaluation(run.endpoint, run.run_id, baseline, False, note)
+    if baseline["catalog_version"] != run.catalog_version:
+        return Evaluation(run.endpoint, run.run_id, baseline, False,
+                          f"catalog changed ({baseline['catalog_version']} -> "
+                          f"{run.catalog_version}); not compared - set a new baseline")
+    if baseline["model_id"] != model:
+        return Evaluation(run.endpoint, run.run_id, baseline, False,
+                          f"model id changed ({baseline['model_id']} -> {model}); not compared "
+                          "- check the deployment, then `monitor baseline set --latest`")
+    if run.run_id in baseline["run_ids"]:
+        return Evaluation(run.endpoint, run.run_id, baseline, False, "run is in the baseline")
+    local = {lang: list(c) for lang, c in catalog.languages.items()}
+    base_md = md_table(store.scores_frame(baseline["run_ids"]), run.languages, local)
+    base = {(r["scenario"], r["country"]): r for r in _records(base_md)}
+    saved = store.alert_states(run.endpoint)
+    ev = Evaluation(run.endpoint, run.run_id, baseline, True, "compared with the baseline")
+    t = settings.thresholds
+    rows, events = [], []
+    cooldown = timedelta(minutes=settings.alerts.cooldown_minutes)
+    for r in _records(result.md):
+        key = (r["scenario"], r["country"])
+        b = base.get(key)
+        old = saved.get(key, {})
+        prev = CellState(old.get("state", OK), _f(old.get("s_plus", 0.0)),
+                         _f(old.get("s_minus", 0.0)), int(old.get("alarm_runs") or 0),
+                         int(old.get("calm_runs") or 0))
+        obs = None
+        if (b is not None and r["n"] >= MIN_CELL_N and b["n"] >= MIN_CELL_N
+                and math.isfinite(_f(r["se"])) and math.isfinite(_f(b["se"]))):
+            # A run's own sd from a handful of triplets can be near 0 (discrete
+            # scores) and make z explode; the baseline's sd, from many more
+            # triplets, bounds the run's SE from below.
+            se_now = max(_f(r["se"]), _f(b["se"]) * math.sqrt(b["n"] / r["n"]))
+            obs = Observation(r["md"], se_now, _f(r["ci_lower"]), _f(r["ci_upper"]),
+                              int(r["n"]), b["md"], _f(b["se"]))
+            ev.drift[key] = float(r["md"] - b["md"])
+        new = step(prev, obs, drift_points=t.drift_md_points, h=t.cusum_h,
+                   md_threshold=t.md_points, min_runs_firing=settings.alerts.min_runs_firing)
+        ev.states[key] = new
+        notified_at = old.get("notified_at")
+        changed = new.state != prev.state
+        rows.append({"scenario": r["scenario"], "country": r["country"], "state": new.state,
+                     "s_plus": new.s_plus, "s_minus": new.s_minus, "alarm_runs": new.alarm_runs,
+                     "calm_runs": new.calm_runs, "z": new.z, "reason": new.reason,
+                     "last_run_id": run.run_id,
+                     "changed_at": now if changed else old.get("changed_at", now),
+                     "notified_at": notified_at})
+        if not changed or b is None:
+            continue
+        tr = Transition(run.endpoint, r["scenario"], r["country"], prev.state, new.state,
+                        run.run_id, float(r["md"]), (_f(r["ci_lower"]), _f(r["ci_upper"])),
+                        int(r["n"]), float(b["md"]), (_f(b["ci_lower"]), _f(b["ci_upper"])),
+                        int(b["n"]), new.z, new.reason or prev.reason)
+        events.append({"scenario": r["scenario"], "country": r["country"], "event_at": now,
+                       "from_state": prev.state, "to_state": new.state, "run_id": run.run_id,
+                       "md": float(r["md"]), "md_base": float(b["md"]), "z": new.z,
+                       "reason": tr.reason})
+        ev.transitions.append(tr)
+        pages = (prev.state == PENDING and new.state == FIRING) or (
+            prev.state == OK and new.state == FIRING) or (prev.state == FIRING and new.state == OK)
+        recent = notified_at is not None and now - notified_at < cooldown
+        if r["scenario"] == "all" and pages and not (new.state == FIRING and recent):
+            ev.to_notify.append(Transition(**{**tr.__dict__, "movers": movers(
+                store, catalog, run.run_id, baseline["run_ids"], r["scenario"], r["country"])}))
+    store.save_alert_states(run.endpoint, rows, events)
+    return ev

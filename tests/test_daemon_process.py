@@ -1,0 +1,149 @@
+"""`monitor run` as a real process: schedule, /metrics and /healthz, CLI commands
+while it runs, SIGTERM exits 0 with the run interrupted and resumed next start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.store import Store
+from tests.helpers import openai_endpoint, write_config
+from tests.openai_server import Reply, Request, options_in, serve
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answer(req: Request) -> Reply:
+    names = options_in(req.user)
+    block = {lab: {"score": 5 + i} for i, lab in enumerate(names)}
+    return Reply(json.dumps(block), delay_s=0.25)
+
+
+@contextmanager
+def daemon(cfg: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "run", "--config",
+                                 str(cfg)], stdout=fh, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except urllib.error.URLError:  # not listening yet
+        return 0, ""
+
+
+def _ok_probes(port: int) -> float:
+    status, text = _get(f"http://127.0.0.1:{port}/metrics")
+    if status != 200:
+        return 0.0
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "bias_monitor_probes_total" and s.labels.get("status") == "ok")
+
+
+def _wait(predicate: object, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError("condition not reached in time")
+
+
+def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) -> None:
+    port = _free_port()
+    with serve(_answer) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)],
+                           schedule={"every": "1h", "cron": None},
+                           sampling={"triplets_per_run": 6},
+                           metrics={"host": "127.0.0.1", "port": port})
+        db = tmp_path / "monitor.duckdb"
+        with daemon(cfg, tmp_path / "d1.log") as proc:
+            # Runs at start (nothing measured yet): 36 calls at 2 x 4/s take ~5 s.
+            _wait(lambda: len(server.requests) >= 6)
+            status, body = _get(f"http://127.0.0.1:{port}/healthz")
+            assert status == 200 and json.loads(body)["scheduler_alive"] is True
+            # A CLI command gets its answer while the daemon writes.
+            out = subprocess.run([sys.executable, "-m", "monitor.cli", "baseline", "show",
+                                  "--config", str(cfg)], capture_output=True, text=True,
+                                 timeout=60)
+            assert out.returncode == 0, out.stderr
+            assert "no baseline yet" in out.stdout
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        runs = Store(db).runs("local")
+        assert [r.status for r in runs] == ["interrupted"]
+        asked_before = len(Store(db).calls_frame([runs[0].run_id]))
+        assert 0 < asked_before < 36
+        # Restart: the interrupted run is resumed first, then a new one is made.
+        with daemon(cfg, tmp_path / "d2.log") as proc:
+            _wait(lambda: any(r.status == "complete" for r in Store(db).runs("local")), 90)
+            _wait(lambda: _ok_probes(port) >= 36, 60)
+            _, text = _get(f"http://127.0.0.1:{port}/metrics")
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+    first = Store(db).get_run(runs[0].run_id)
+    assert first is not None and first.status == "complete"
+    calls = Store(db).calls_frame([runs[0].run_id])
+    assert len(calls) == 36 and not calls.duplicated(["triplet_id", "language"]).any()
+    log = (tmp_path / "d2.log").read_text()
+    assert f"resuming interrupted run {runs[0].run_id}" in log
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert "bias_monitor_probes" in families  # counters are exposed without _total
+    ok = [s for s in families["bias_monitor_probes"].samples
+          if s.labels == {"endpoint": "local", "status": "ok"}]
+    assert ok and ok[0].value >= 36
+    assert any(s.labels.get("scenario") == "all"
+               for s in families["bias_monitor_md_points"].samples)
+
+
+def test_a_failing_endpoint_is_counted_and_the_daemon_keeps_running(tmp_path: Path) -> None:
+    port = _free_port()
+    dead = _free_port()  # nobody listens there
+    cfg = write_config(tmp_path, [openai_endpoint(f"http://127.0.0.1:{dead}/v1")],
+                       schedule={"every": "2s", "cron": None}, sampling={"triplets_per_run": 1},
+                       metrics={"host": "127.0.0.1", "port": port})
+
+    def failures() -> float:
+        status, text = _get(f"http://127.0.0.1:{port}/metrics")
+        if status != 200:
+            return 0.0
+        for fam in text_string_to_metric_families(text):
+            if fam.name == "bias_monitor_run_failures":
+                return sum(s.value for s in fam.samples if s.name.endswith("_total"))
+        return 0.0
+
+    with daemon(cfg, tmp_path / "d.log") as proc:
+        _wait(lambda: failures() >= 2, 60)
+        assert proc.poll() is None  # still alive after failed runs
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    assert "produced no results" in (tmp_path / "d.log").read_text()
