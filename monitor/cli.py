@@ -118,6 +118,28 @@ def _seed(text: str) -> int:
     return value
 
 
+def _export(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from monitor.config import load_settings
+    from monitor.store import Store
+
+    settings, _ = load_settings(args.config)
+    since = None
+    if args.since:
+        try:
+            since = datetime.fromisoformat(args.since)
+        except ValueError:
+            print(f"monitor: error: --since {args.since!r} is not a date (YYYY-MM-DD)",
+                  file=sys.stderr)
+            return 2
+        since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    counts = Store(settings.storage.path, lock_timeout_s=60).export_parquet(args.parquet, since)
+    for table, n in counts.items():
+        print(f"{table}: {n} rows -> {args.parquet / table}/date=*/endpoint=*/")
+    return 0
+
+
 def _csv(text: str) -> list[str]:
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:
@@ -171,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--config", type=Path, default=None, metavar="PATH")
     rn.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     rn.set_defaults(func=_run)
+
+    ex = sub.add_parser("export", help="the stored tables as Parquet, partitioned by date and "
+                        "endpoint")
+    ex.add_argument("--parquet", type=Path, required=True, metavar="DIR")
+    ex.add_argument("--since", metavar="DATE", help="only data from this date on (YYYY-MM-DD)")
+    ex.add_argument("--config", type=Path, default=None, metavar="PATH")
+    ex.set_defaults(func=_export)
 
     bl = sub.add_parser("baseline", help="set or show the accepted baseline runs")
     bl_sub = bl.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)

@@ -108,7 +108,7 @@ class Thresholds(BaseModel):
     jsd_excess_bits: float = Field(0.02, gt=0, le=1)
     drift_md_points: float = Field(0.3, gt=0, le=9,
                                    description="Design shift of the drift CUSUM (points).")
-    cusum_h: float = Field(5.0, gt=0, le=100, description="CUSUM alarm level (z units).")
+    cusum_h: float = Field(8.0, gt=0, le=100, description="CUSUM alarm level (z units).")
 
 
 class BaselineCfg(BaseModel):

@@ -15,17 +15,20 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor.alerts import SlackNotifier
 from monitor.catalog import Catalog
 from monitor.config import Endpoint, Settings
+from monitor.llm import LLMClient
 from monitor.metrics import MetricsState
 from monitor.run import RunOptions, RunResult, run_endpoint
 from monitor.stats import jsd_table
 from monitor.store import Store
-from monitor.watch import Evaluation, evaluate
+from monitor.watch import Evaluation, Mover, Transition, evaluate
 
 __all__ = ["Daemon"]
 
@@ -34,7 +37,9 @@ log = logging.getLogger("monitor.daemon")
 
 class Daemon:
     def __init__(self, settings: Settings, catalog: Catalog, store: Store, state: MetricsState,
-                 notifier: SlackNotifier) -> None:
+                 notifier: SlackNotifier,
+                 client_factory: Callable[[Endpoint], LLMClient] | None = None) -> None:
+        self.client_factory = client_factory  # tests may answer without HTTP
         self.settings = settings
         self.catalog = catalog
         self.store = store
@@ -44,7 +49,6 @@ class Daemon:
         self.heartbeat = time.time()
         self.running: set[asyncio.Task[Any]] = set()
         self.failures: dict[str, int] = {}
-        self.last_note: dict[str, str] = {}
 
     def count_failure(self, endpoint: str, why: str) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + 1
@@ -80,22 +84,57 @@ class Daemon:
                 log.warning("metrics refresh failed: %s", type(exc).__name__)
 
     async def _one(self, endpoint: Endpoint, opts: RunOptions) -> None:
-        result = await run_endpoint(self.settings, self.catalog, self.store, endpoint, opts)
+        client = self.client_factory(endpoint) if self.client_factory else None
+        result = await run_endpoint(self.settings, self.catalog, self.store, endpoint, opts,
+                                    client=client)
         counts = result.status_counts
+        if result.run.status == "partial":
+            log.warning("endpoint %s: run %s stopped early by the budget (stored as partial)",
+                        endpoint.name, result.run.run_id)
+            await asyncio.to_thread(self.budget_hit, endpoint)
         log.info("endpoint %s: run %s done: %s", endpoint.name, result.run.run_id, counts)
         if counts["ok"] == 0:
             self.count_failure(endpoint.name, f"run {result.run.run_id} produced no results")
         ev = await asyncio.to_thread(self._after_run, endpoint, result)
         await asyncio.to_thread(self.state.refresh, self.store, endpoint.name)
-        if ev.to_notify or (not ev.comparable and ev.note != self.last_note.get(endpoint.name)
-                            and ev.baseline is not None and "changed" in ev.note):
-            note = None if ev.comparable else ev.note
-            await asyncio.to_thread(self.notifier.send, endpoint.name, ev.to_notify,
-                                    simulated=endpoint.simulated, note=note)
-            if ev.to_notify:
-                await asyncio.to_thread(self.store.mark_notified, endpoint.name,
-                                        [(t.scenario, t.country) for t in ev.to_notify])
-        self.last_note[endpoint.name] = ev.note
+        payloads = [json.dumps({"kind": "transition", **asdict(t)}) for t in ev.to_notify]
+        if not ev.comparable and ev.baseline is not None and "changed" in ev.note:
+            payloads.append(json.dumps({"kind": "note", "text": ev.note}))
+        await asyncio.to_thread(self._queue, endpoint.name, payloads)
+        await asyncio.to_thread(self.deliver, endpoint)
+
+    def _queue(self, endpoint: str, payloads: list[str]) -> None:
+        """Owed messages go to the outbox first, so a Slack outage or a restart
+        loses none and a delivered one is never sent again."""
+        if not self.notifier.enabled:
+            return
+        fresh = []
+        for p in payloads:
+            if json.loads(p)["kind"] == "note" and self.store.query(
+                    "SELECT 1 FROM outbox WHERE endpoint = ? AND payload = ?", [endpoint, p]):
+                continue  # this notice was already queued once
+            fresh.append(p)
+        if fresh:
+            self.store.outbox_add(endpoint, fresh)
+
+    def deliver(self, endpoint: Endpoint) -> bool:
+        pending = self.store.outbox_pending(endpoint.name)
+        if not pending or not self.notifier.enabled:
+            return True
+        transitions, notes = [], []
+        for _, payload in pending:
+            data = json.loads(payload)
+            if data.pop("kind") == "note":
+                notes.append(data["text"])
+            else:
+                transitions.append(_transition(data))
+        ok = self.notifier.send(endpoint.name, transitions, simulated=endpoint.simulated,
+                                note="; ".join(notes) or None)
+        if ok:
+            self.store.outbox_delivered([i for i, _ in pending])
+            self.store.mark_notified(endpoint.name, [(t.scenario, t.country)
+                                                     for t in transitions])
+        return ok
 
     def _after_run(self, endpoint: Endpoint, result: RunResult) -> Evaluation:
         ev = evaluate(self.settings, self.catalog, self.store, result)
@@ -136,12 +175,21 @@ class Daemon:
         if b.max_probes_per_day is not None:
             triplets = min(triplets, (b.max_probes_per_day - calls) // langs)
         if spent or triplets < 1:
-            self.state.set_flag("budget_exhausted", endpoint.name, 1)
-            self.count_failure(endpoint.name, f"daily budget spent ({calls} probes, "
-                               f"${usd:.2f} today); next run after {day + timedelta(days=1)}")
+            log.info("endpoint %s: %d probes, $%.4f today", endpoint.name, calls, usd)
+            self.budget_hit(endpoint)
             return None
         self.state.set_flag("budget_exhausted", endpoint.name, 0)
-        return RunOptions(triplets=triplets)
+        left = None if b.max_usd_per_day is None else b.max_usd_per_day - float(usd)
+        return RunOptions(triplets=triplets, max_cost_usd=left)
+
+    def budget_hit(self, endpoint: Endpoint) -> None:
+        """Metric, log, and one Slack notice per day (deduplicated in the outbox)."""
+        text = (f"daily budget reached on {datetime.now(UTC):%Y-%m-%d}: no more probes "
+                "until midnight UTC (budget.max_usd_per_day / max_probes_per_day)")
+        self.state.set_flag("budget_exhausted", endpoint.name, 1)
+        self.count_failure(endpoint.name, text)
+        self._queue(endpoint.name, [json.dumps({"kind": "note", "text": text})])
+        self.deliver(endpoint)
 
     def _interrupted(self, endpoint: Endpoint) -> str | None:
         cutoff = datetime.now(UTC) - timedelta(days=1)
@@ -149,3 +197,9 @@ class Daemon:
                 if r.status == "interrupted" and r.started_at >= cutoff
                 and r.catalog_version == self.catalog.version]
         return runs[-1].run_id if runs else None
+
+
+def _transition(data: dict[str, Any]) -> Transition:
+    movers = [Mover(**m) for m in data.pop("movers", [])]
+    return Transition(**{**data, "ci": tuple(data["ci"]), "ci_base": tuple(data["ci_base"]),
+                         "movers": movers})

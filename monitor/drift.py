@@ -5,7 +5,11 @@
   doubles false alarms.
 - Two-sided CUSUM on z: S+ = max(0, S+ + z - k), S- = max(0, S- - z - k),
   alarm when max(S+, S-) > h; k is half the design shift
-  (thresholds.drift_md_points) in z units of this run.
+  (thresholds.drift_md_points) in z units of this run, but at least K_MIN:
+  when runs are too small to resolve the design shift (k would be tiny) the
+  CUSUM would drift up on noise alone and page weekly. z enters clipped to
+  +-Z_CLIP so one odd run (t-based SEs from few triplets have heavy tails)
+  cannot cross h alone; a real shift keeps adding up.
 - An absolute threshold breaches only when the whole MD CI lies beyond
   +-thresholds.md_points (never on a point estimate).
 - States: OK -> PENDING (alarm or breach) -> FIRING (the alarm held for
@@ -24,6 +28,8 @@ OK, PENDING, FIRING = "ok", "pending", "firing"
 STATE_VALUE = {OK: 0, PENDING: 1, FIRING: 2}
 CALM_Z = 1.0
 CALM_RUNS = 2
+K_MIN = 0.5
+Z_CLIP = 4.0
 
 
 @dataclass(frozen=True)
@@ -70,9 +76,10 @@ def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: fl
     s_plus, s_minus = prev.s_plus, prev.s_minus
     if z is not None:
         sigma = math.sqrt(obs.se**2 + obs.se_base**2)
-        k = drift_points / (2 * sigma)
-        s_plus = max(0.0, s_plus + z - k)
-        s_minus = max(0.0, s_minus - z - k)
+        k = max(K_MIN, drift_points / (2 * sigma))
+        zc = max(-Z_CLIP, min(Z_CLIP, z))
+        s_plus = max(0.0, s_plus + zc - k)
+        s_minus = max(0.0, s_minus - zc - k)
     alarm = max(s_plus, s_minus) > h
     reasons = []
     if alarm:

@@ -10,7 +10,7 @@ run; the exporter only reads a snapshot.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.drift import STATE_VALUE
@@ -43,7 +43,11 @@ class Snapshot:
 
 
 class MetricsState:
-    """Thread-safe holder of the latest snapshot per endpoint."""
+    """Thread-safe holder of the latest snapshot per endpoint.
+
+    refresh and set_flag never change a published snapshot: they build a new one and swap
+    it in, so a scrape in another thread iterates one consistent snapshot.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -56,21 +60,22 @@ class MetricsState:
     def set_flag(self, name: str, endpoint: str, value: int) -> None:
         """comparable / budget_exhausted / run_failures, set by the daemon."""
         with self._lock:
-            getattr(self._snap, name)[endpoint] = value
+            self._snap = replace(self._snap, **{name: {**getattr(self._snap, name),
+                                                       endpoint: value}})
 
     def refresh(self, store: Store, endpoint: str) -> None:
         new = _load(store, endpoint)
         with self._lock:
             snap = self._snap
+            changes: dict[str, dict[Any, Any]] = {}
             for name in ("md", "drift", "jsd", "alert", "coverage", "probes", "tokens"):
-                table: dict[Any, Any] = getattr(snap, name)
-                for key in [k for k in table if k[0] == endpoint]:
-                    del table[key]
-                table.update(getattr(new, name))
+                changes[name] = {k: v for k, v in getattr(snap, name).items()
+                                 if k[0] != endpoint}
+                changes[name].update(getattr(new, name))
             for name in ("last_run_ts", "last_run_success", "cost", "latency"):
-                table = getattr(snap, name)
-                table.pop(endpoint, None)
-                table.update(getattr(new, name))
+                changes[name] = {k: v for k, v in getattr(snap, name).items() if k != endpoint}
+                changes[name].update(getattr(new, name))
+            self._snap = replace(snap, **changes)
 
 
 def _load(store: Store, ep: str) -> Snapshot:

@@ -43,6 +43,41 @@ class RunOptions:
     scenarios: list[str] | None = None
     seed: int | None = None
     resume: str | None = None
+    max_cost_usd: float | None = None  # what is left of today's budget
+
+
+class _CostGuard:
+    """Admits a call only while the spend so far plus the calls in flight (at
+    the dearest call seen) stays within the budget, so it is never exceeded."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.spent = 0.0
+        self.dearest: float | None = None
+        self.in_flight = 0
+        self.refused = 0
+        self._cond = asyncio.Condition()
+
+    async def admit(self) -> bool:
+        if self.limit is None:
+            return True
+        async with self._cond:
+            # Until one call has been priced, one call at a time.
+            await self._cond.wait_for(lambda: self.dearest is not None or self.in_flight == 0)
+            if self.spent + (self.in_flight + 1) * (self.dearest or 0.0) > self.limit:
+                self.refused += 1
+                return False
+            self.in_flight += 1
+            return True
+
+    async def settle(self, cost: float | None) -> None:
+        if self.limit is None:
+            return
+        async with self._cond:
+            self.in_flight -= 1
+            self.spent += cost or 0.0
+            self.dearest = max(self.dearest or 0.0, cost or 0.0)
+            self._cond.notify_all()
 
 
 @dataclass
@@ -153,9 +188,17 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     queue: asyncio.Queue[tuple[dict[str, Any], list[dict[str, Any]]] | None] = asyncio.Queue()
     writer = asyncio.create_task(_writer(store, queue))
 
+    guard = _CostGuard(opts.max_cost_usd)
+
     async def one(spec: ProbeSpec, lang: str) -> None:
+        if not await guard.admit():
+            return  # today's budget is spent: not asked, the run ends partial
         prompt = build_prompt(catalog, spec, lang)
-        res = await client.complete(prompt.messages)
+        res: CallResult | None = None
+        try:
+            res = await client.complete(prompt.messages)
+        finally:
+            await guard.settle(res.cost_usd if res is not None else None)
         parsed = (parse_answer(res.text, prompt.names, catalog.prompts[lang].refusals)
                   if res.ok and res.text is not None else None)
         record = _records(run, catalog, spec, prompt, res, parsed)
@@ -176,16 +219,19 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     await writer
     if progress:
         progress.finish()
-    return await asyncio.to_thread(finish_run, settings, catalog, store, run)
+    return await asyncio.to_thread(finish_run, settings, catalog, store, run,
+                                   partial=guard.refused > 0)
 
 
-def finish_run(settings: Settings, catalog: Catalog, store: Store, run: RunRow) -> RunResult:
+def finish_run(settings: Settings, catalog: Catalog, store: Store, run: RunRow, *,
+               partial: bool = False) -> RunResult:
     """Compute, store and return the run's statistics; mark the run finished."""
     local = {lang: list(c) for lang, c in catalog.languages.items()}
     s = summarise(store.calls_frame([run.run_id]), store.scores_frame([run.run_id]),
                   run.languages, local, seed=run.seed)
     store.write_stats(run.run_id, _stat_rows(run.run_id, s.md, s.jsd, s.coverage))
-    store.finish_run(run.run_id, "complete" if s.status_counts["ok"] else "failed")
+    status = "failed" if not s.status_counts["ok"] else "partial" if partial else "complete"
+    store.finish_run(run.run_id, status)
     finished = store.get_run(run.run_id) or run
     return RunResult(finished, s.status_counts, s.md, s.jsd, s.coverage, s.cost_usd, s.model_ids)
 

@@ -96,6 +96,11 @@ MIGRATIONS: list[list[str]] = [
             from_state VARCHAR, to_state VARCHAR, run_id VARCHAR, md DOUBLE, md_base DOUBLE,
             z DOUBLE, reason VARCHAR)""",
     ],
+    [  # v3: alerts owed to Slack survive a failed delivery and a restart
+        """CREATE TABLE outbox (
+            id BIGINT PRIMARY KEY, endpoint VARCHAR NOT NULL, created_at TIMESTAMPTZ,
+            payload VARCHAR NOT NULL, delivered_at TIMESTAMPTZ)""",
+    ],
 ]
 
 
@@ -340,6 +345,53 @@ class Store:
                 con.execute("UPDATE alert_state SET notified_at = ? WHERE endpoint = ? AND "
                             "scenario = ? AND country = ?",
                             [datetime.now(UTC), endpoint, scenario, country])
+
+    def outbox_add(self, endpoint: str, payloads: Sequence[str]) -> None:
+        with self._connect() as con:
+            con.execute("BEGIN")
+            row = con.execute("SELECT coalesce(max(id), 0) FROM outbox").fetchone()
+            start = int(row[0]) if row else 0
+            for i, payload in enumerate(payloads, start=start + 1):
+                con.execute("INSERT INTO outbox VALUES (?, ?, ?, ?, NULL)",
+                            [i, endpoint, datetime.now(UTC), payload])
+            con.execute("COMMIT")
+
+    def outbox_pending(self, endpoint: str) -> list[tuple[int, str]]:
+        rows = self.query("SELECT id, payload FROM outbox WHERE endpoint = ? AND delivered_at "
+                          "IS NULL ORDER BY id", [endpoint])
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def outbox_delivered(self, ids: Sequence[int]) -> None:
+        with self._connect() as con:
+            con.execute("UPDATE outbox SET delivered_at = ? WHERE list_contains($2, id)",
+                        [datetime.now(UTC), list(ids)])
+
+    def export_parquet(self, out: Path, since: datetime | None) -> dict[str, int]:
+        """Every table as Parquet under out/<table>/, partitioned by date and endpoint."""
+        since = since or datetime(1970, 1, 1, tzinfo=UTC)
+        queries = {
+            "runs": "SELECT *, CAST(started_at AS DATE) AS date FROM runs WHERE started_at >= $1",
+            "probe_calls": "SELECT *, CAST(created_at AS DATE) AS date FROM probe_calls "
+                           "WHERE created_at >= $1",
+            "scores": "SELECT s.*, c.endpoint, CAST(c.created_at AS DATE) AS date FROM scores s "
+                      "JOIN probe_calls c USING (run_id, triplet_id, language) "
+                      "WHERE c.created_at >= $1",
+            "run_stats": "SELECT s.*, r.endpoint, CAST(r.started_at AS DATE) AS date FROM "
+                         "run_stats s JOIN runs r USING (run_id) WHERE r.started_at >= $1",
+            "alert_events": "SELECT *, CAST(event_at AS DATE) AS date FROM alert_events "
+                            "WHERE event_at >= $1",
+        }
+        counts: dict[str, int] = {}
+        out.mkdir(parents=True, exist_ok=True)
+        with self._connect() as con:
+            for table, sql in queries.items():
+                row = con.execute(f"SELECT count(*) FROM ({sql})", [since]).fetchone()
+                counts[table] = int(row[0]) if row else 0
+                if counts[table]:
+                    target = str(out / table).replace("'", "''")
+                    con.execute(f"COPY ({sql}) TO '{target}' (FORMAT PARQUET, "
+                                "PARTITION_BY (date, endpoint), OVERWRITE_OR_IGNORE)", [since])
+        return counts
 
     def calls_frame(self, run_ids: Sequence[str], *, with_text: bool = False) -> pd.DataFrame:
         cols = ", ".join(c for c, _ in CALL_COLUMNS if with_text or c != "raw_text")

@@ -20,3 +20,22 @@ def openai_endpoint(api_base: str, **over: Any) -> dict[str, Any]:
     return {"name": "local", "model": "openai/test-model", "api_base": api_base,
             "api_key_env": None, "max_concurrency": 8, "rpm": 100000,
             "timeout_s": 5, "max_retries": 0, **over}
+
+
+class DirectSimClient:
+    """Answers like the simulated endpoint without HTTP or LiteLLM, for tests
+    that need many runs (the LiteLLM path is tested on its own)."""
+
+    def __init__(self, params: dict[str, Any], catalog_root: Path, model: str = "simulated/x"):
+        from monitor.simulated import SimParams
+
+        self.params = SimParams.from_params({**params, "catalog_path": str(catalog_root)})
+        self.model = model
+
+    async def complete(self, messages: list[dict[str, str]]) -> Any:
+        from monitor.llm import CallResult
+        from monitor.simulated import answer
+
+        reply = answer(messages, self.params)
+        return CallResult(reply.text, None, 0.001, reply.input_tokens, reply.output_tokens,
+                          0.0001, self.model, f"sim-{self.params.seed}", 1)

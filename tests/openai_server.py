@@ -104,7 +104,8 @@ class OpenAIServer:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.api_base = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
+                                        daemon=True)
 
     def start(self) -> OpenAIServer:
         self._thread.start()

@@ -1,0 +1,134 @@
+"""The daemon's job in-process: no false alarms without change, Slack outages,
+the outbox, the budget. (tests/test_daemon_process.py runs the real process.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.alerts import SlackNotifier
+from monitor.catalog import Catalog
+from monitor.config import Settings, load_settings
+from monitor.daemon import Daemon
+from monitor.metrics import MetricsState
+from monitor.store import Store
+from tests.helpers import DirectSimClient, write_config
+from tests.slack_server import Answer, serve_slack
+
+SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 100000}
+
+
+def _daemon(tmp_path: Path, catalog: Catalog, params: dict[str, Any],
+            **sections: Any) -> tuple[Daemon, Settings, Store]:
+    cfg = write_config(tmp_path, [{**SIM, "params": params}], **sections)
+    settings, _ = load_settings(cfg)
+    store = Store(settings.storage.path)
+    daemon = Daemon(settings, catalog, store, MetricsState(),
+                    SlackNotifier(settings.alerts.slack),
+                    client_factory=lambda ep: DirectSimClient(  # type: ignore[arg-type,return-value]
+                        {**ep.params}, catalog.root))
+    return daemon, settings, store
+
+
+@pytest.mark.slow
+def test_fifty_runs_without_change_raise_no_alert(
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    with serve_slack() as slack:
+        monkeypatch.setenv("TEST_SLACK_URL", slack.url())
+        daemon, _, store = _daemon(
+            # Biases below the absolute threshold (MD = 5b/6 < 0.5): only drift could page.
+            tmp_path, shipped_catalog, {"bias_points": {"CN": 0.4, "KR": 0.3}, "noise_sd": 1.0,
+                                        "seed": 7},
+            # A 20-run baseline: with 10 (the default) its own estimation error makes
+            # the CUSUM drift on noise about once per 100 runs (docs: statistics).
+            sampling={"triplets_per_run": 40}, baseline={"auto_min_triplets": 800},
+            alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
+
+        async def many() -> None:
+            for seed in range(70):
+                # A new answer seed per run: same model, fresh noise.
+                daemon.client_factory = lambda ep, s=seed: DirectSimClient(  # type: ignore
+                    {**ep.params, "seed": s}, shipped_catalog.root)
+                await daemon.run_job("sim")
+
+        asyncio.run(many())
+        assert store.baseline("sim") is not None
+        compared = store.query("SELECT count(*) FROM alert_state WHERE scenario = 'all'")
+        # Paging cells are the pooled ones (scenario "all"); per-scenario cells only
+        # colour the dashboard.
+        firing = store.query("SELECT count(*) FROM alert_events WHERE to_state = 'firing' "
+                             "AND scenario = 'all'")
+        assert [r.status for r in store.runs("sim")].count("complete") == 70
+        assert firing[0][0] == 0
+        assert compared[0][0] >= 9  # every pooled country cell was tested
+        assert slack.requests == []
+
+
+def test_slack_outage_keeps_the_alert_and_delivers_it_once_back(
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = [Answer(500), Answer(429, headers={"Retry-After": "0"}), Answer(200)]
+    with serve_slack(script) as slack:
+        monkeypatch.setenv("TEST_SLACK_URL", slack.url())
+        daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
+                                   alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
+        note = json.dumps({"kind": "note", "text": "model id changed (a -> b)"})
+        daemon._queue("sim", [note])
+        daemon._queue("sim", [note])  # queued once only
+        endpoint = daemon.settings.endpoint("sim")
+        # slack_sdk retries the 429 itself; 500 is a failed delivery, kept.
+        assert daemon.deliver(endpoint) is False
+        assert len(store.outbox_pending("sim")) == 1
+        # A run still completes while Slack is down, and delivers when it is back.
+        asyncio.run(daemon.run_job("sim"))
+        assert store.runs("sim")[-1].status == "complete"
+        assert store.outbox_pending("sim") == []
+        # Three posts: the 500, the 429 (retried by slack_sdk) and the delivered one.
+        delivered = [p for p in slack.requests if "model id changed" in " ".join(p.texts())]
+        assert len(delivered) == 3
+        asyncio.run(daemon.run_job("sim"))
+        assert len([p for p in slack.requests
+                    if "model id changed" in " ".join(p.texts())]) == 3  # never again
+
+
+def test_unreachable_slack_never_fails_a_run(
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("TEST_SLACK_URL", f"http://127.0.0.1:{port}/services/T/B/CANARY")
+    daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
+                               alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
+    daemon._queue("sim", [json.dumps({"kind": "note", "text": "hello"})])
+    asyncio.run(daemon.run_job("sim"))
+    assert store.runs("sim")[-1].status == "complete"
+    assert len(store.outbox_pending("sim")) == 1  # kept for the next run
+
+
+def test_probe_budget_limits_the_day(tmp_path: Path, shipped_catalog: Catalog) -> None:
+    daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
+                               sampling={"triplets_per_run": 10},
+                               budget={"max_probes_per_day": 90})
+    for _ in range(3):
+        asyncio.run(daemon.run_job("sim"))
+    calls = store.query("SELECT count(*) FROM probe_calls")[0][0]
+    assert calls == 60 + 30  # 10 triplets, then the 5 that fit in 90 - 60 = 30, then none
+    assert daemon.state.snapshot().budget_exhausted["sim"] == 1
+    assert daemon.failures["sim"] == 1
+
+
+def test_cost_budget_stops_a_run_early_and_never_exceeds(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
+                               sampling={"triplets_per_run": 40},
+                               budget={"max_usd_per_day": 0.0105})  # 105 calls at $0.0001
+    asyncio.run(daemon.run_job("sim"))
+    run = store.runs("sim")[-1]
+    spent = store.query("SELECT sum(cost_usd), count(*) FROM probe_calls")[0]
+    assert run.status == "partial"
+    assert spent[0] <= 0.0105 + 1e-12 and spent[1] >= 100
+    assert daemon.state.snapshot().budget_exhausted["sim"] == 1

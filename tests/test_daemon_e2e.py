@@ -1,0 +1,151 @@
+"""The whole daemon against real local servers: an OpenAI-protocol server whose
+injected bias the test raises and lowers, and a Slack webhook server.
+
+Raising the Chinese-language bias for Chinese options moves all/CN to FIRING
+with exactly one Slack message; a SIGKILL mid-run and a restart keep the
+state and send nothing twice; lowering the bias brings one recovery message.
+Secrets (a canary key and webhook URL) appear nowhere."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import threading
+import zlib
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.catalog import Catalog
+from monitor.store import Store
+from tests.helpers import openai_endpoint, write_config
+from tests.openai_server import Reply, Request, options_in, serve
+from tests.slack_server import serve_slack
+from tests.test_daemon_process import _free_port, _get, _wait, daemon
+
+pytestmark = pytest.mark.slow
+
+KEY = "sk-canary-e2e-5d41402abc4b2a76"
+HOOK_PATH = "/services/TCANARY/BCANARY/hookcanary9f3a"
+CONTRACT = {
+    "bias_monitor_md_points": {"endpoint", "scenario", "country"},
+    "bias_monitor_md_ci_lower_points": {"endpoint", "scenario", "country"},
+    "bias_monitor_md_ci_upper_points": {"endpoint", "scenario", "country"},
+    "bias_monitor_md_drift_points": {"endpoint", "scenario", "country"},
+    "bias_monitor_jsd_bits": {"endpoint", "scenario", "language"},
+    "bias_monitor_alert_state": {"endpoint", "scenario", "country"},
+    "bias_monitor_last_run_timestamp_seconds": {"endpoint"},
+    "bias_monitor_last_run_success": {"endpoint"},
+    "bias_monitor_coverage_ratio": {"endpoint", "language"},
+    "bias_monitor_probes_total": {"endpoint", "status"},
+    "bias_monitor_probe_latency_seconds_bucket": {"endpoint", "le"},
+    "bias_monitor_tokens_total": {"endpoint", "direction"},
+    "bias_monitor_cost_usd_total": {"endpoint"},
+}
+
+
+class BiasedModel:
+    """Scores = option quality + bias for the local language + noise."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.lang = {s.system.strip(): lang for lang, p in catalog.prompts.items()
+                     for s in p.scenarios.values()}
+        self.options = {(lang, o.names[lang]): o for sc in catalog.scenarios.values()
+                        for o in sc.options.values() for lang in catalog.languages}
+        self.bias = {"CN": 0.0}
+        self.rng = random.Random(11)
+        self.lock = threading.Lock()
+
+    def __call__(self, req: Request) -> Reply:
+        lang = self.lang[req.system.strip()]
+        block = {}
+        for label, name in options_in(req.user).items():
+            opt = self.options[(lang, name)]
+            quality = 4.5 + 3 * (zlib.crc32(opt.id.encode()) % 1000) / 1000
+            local = self.catalog.local_language(opt.country) == lang
+            with self.lock:
+                noise = self.rng.gauss(0, 0.8)
+            score = quality + (self.bias.get(opt.country, 0.0) if local else 0.0) + noise
+            block[label] = {"score": int(min(10, max(1, round(score))))}
+        return Reply(json.dumps(block))
+
+
+def _cell(db: Path, country: str) -> str:
+    rows = Store(db, lock_timeout_s=60).query(
+        "SELECT state FROM alert_state WHERE scenario = 'all' AND country = ?", [country])
+    return str(rows[0][0]) if rows else "none"
+
+
+def test_bias_raised_fires_once_survives_sigkill_and_recovers(
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = BiasedModel(shipped_catalog)
+    port = _free_port()
+    monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
+    with serve(model) as llm, serve_slack() as slack:
+        monkeypatch.setenv("TEST_SLACK_URL", slack.url(HOOK_PATH))
+        cfg = write_config(
+            tmp_path, [openai_endpoint(llm.api_base, api_key_env="TEST_OPENAI_KEY",
+                                       max_concurrency=16)],
+            schedule={"every": "2s", "cron": None},
+            sampling={"triplets_per_run": 80, "scenarios": ["university"]},
+            baseline={"auto_min_triplets": 160},
+            alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}, "cooldown_minutes": 0,
+                    "min_runs_firing": 2},
+            metrics={"host": "127.0.0.1", "port": port})
+        db = tmp_path / "monitor.duckdb"
+        log1, log2 = tmp_path / "d1.log", tmp_path / "d2.log"
+        with daemon(cfg, log1) as proc:
+            _wait(lambda: Store(db, lock_timeout_s=60).baseline("local") is not None, 120)
+            _wait(lambda: _cell(db, "CN") == "ok", 60)  # compared, quiet
+            assert slack.requests == []
+            model.bias["CN"] = 3.0
+            _wait(lambda: _cell(db, "CN") == "firing", 120)
+            _wait(lambda: len(slack.requests) >= 1, 30)
+            _, metrics_text = _get(f"http://127.0.0.1:{port}/metrics")
+            # Kill hard in the middle of the next run.
+            asked = len(llm.requests)
+            _wait(lambda: len(llm.requests) > asked + 50, 60)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        assert len(slack.requests) == 1
+        fired = " ".join(slack.requests[0].texts())
+        assert "FIRING" in fired and "CN" in fired and "all" in fired
+        with daemon(cfg, log2) as proc:
+            _wait(lambda: _get(f"http://127.0.0.1:{port}/metrics")[0] == 200, 60)
+            _, after = _get(f"http://127.0.0.1:{port}/metrics")
+            assert _cell(db, "CN") == "firing"  # the state survived the kill
+            assert _value(after, "bias_monitor_probes_total", status="ok") >= _value(
+                metrics_text, "bias_monitor_probes_total", status="ok")
+            runs_before = len(Store(db, lock_timeout_s=60).runs("local"))
+            _wait(lambda: len(Store(db, lock_timeout_s=60).runs("local")) >= runs_before + 2,
+                  120)
+            assert len(slack.requests) == 1  # still firing: nothing sent twice
+            model.bias["CN"] = 0.0
+            _wait(lambda: _cell(db, "CN") == "ok", 180)
+            _wait(lambda: len(slack.requests) >= 2, 30)
+            _, final = _get(f"http://127.0.0.1:{port}/metrics")
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=30) == 0
+        assert len(slack.requests) == 2
+        assert "resolved" in " ".join(slack.requests[1].texts())
+        first_answers = [r for r in llm.requests if r.headers.get("authorization")]
+        assert first_answers and first_answers[0].headers["authorization"] == f"Bearer {KEY}"
+    # Every contract metric, with exactly its labels.
+    families = {s.name: set(s.labels) for f in text_string_to_metric_families(final)
+                for s in f.samples}
+    for name, labels in CONTRACT.items():
+        assert families.get(name) == labels, name
+    # Secrets: nowhere in logs, the database, metrics or Slack payloads.
+    payloads = json.dumps([p.body for p in slack.requests])
+    haystacks = [log1.read_text(), log2.read_text(), final, payloads,
+                 db.read_bytes().decode("latin-1")]
+    for secret in (KEY, "hookcanary9f3a"):
+        assert not any(secret in h for h in haystacks), secret
+
+
+def _value(text: str, name: str, **labels: str) -> float:
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
