@@ -34,6 +34,7 @@ _sdk_log = logging.getLogger("monitor.alerts.slack_sdk")
 _sdk_log.setLevel(logging.CRITICAL + 1)
 _sdk_log.propagate = False
 _sdk_log.addHandler(logging.NullHandler())
+MAX_SECTIONS = 45
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -58,7 +59,8 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
         head += " (simulated endpoint)"
     blocks: list[dict[str, Any]] = [{"type": "header",
                                      "text": {"type": "plain_text", "text": head[:150]}}]
-    for t in transitions:
+    shown = transitions[:MAX_SECTIONS]  # Block Kit allows 50 blocks per message
+    for t in shown:
         lines = [f"*{escape(t.country)}* - scenario {escape(t.scenario)}: "
                  f"{escape(t.from_state)} -> *{escape(t.to_state)}*",
                  f"MD now {t.md:+.2f} {_ci(t.ci)} (n={t.n}) vs baseline {t.md_base:+.2f} "
@@ -70,6 +72,9 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
                          f"{m.old:.1f} -> {m.new:.1f}")
         blocks.append({"type": "section", "text": {"type": "mrkdwn",
                                                    "text": "\n".join(lines)[:2900]}})
+    if len(transitions) > len(shown):
+        blocks.append({"type": "section", "text": {
+            "type": "mrkdwn", "text": f"... and {len(transitions) - len(shown)} more cells"}})
     run_id = escape(transitions[0].run_id) if transitions else ""
     context = f"run {run_id} - details: `monitor report --run {run_id}`"
     if note:

@@ -49,6 +49,7 @@ class Daemon:
         self.heartbeat = time.time()
         self.running: set[asyncio.Task[Any]] = set()
         self.failures: dict[str, int] = {}
+        self._baseline_cache: dict[tuple[str, str], Any] = {}
 
     def count_failure(self, endpoint: str, why: str) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + 1
@@ -137,7 +138,8 @@ class Daemon:
         return ok
 
     def _after_run(self, endpoint: Endpoint, result: RunResult) -> Evaluation:
-        ev = evaluate(self.settings, self.catalog, self.store, result)
+        ev = evaluate(self.settings, self.catalog, self.store, result,
+                      cache=self._baseline_cache)
         if not ev.comparable:
             log.info("endpoint %s: %s", endpoint.name, ev.note)
         for t in ev.transitions:

@@ -105,6 +105,8 @@ def _load(store: Store, ep: str) -> Snapshot:
     for status, n in store.query("SELECT status, count(*) FROM probe_calls WHERE endpoint = ? "
                                  "GROUP BY status", [ep]):
         snap.probes[(ep, status)] = int(n)
+    if replaced := store.replaced_failures(ep):
+        snap.probes[(ep, "failed")] = snap.probes.get((ep, "failed"), 0) + replaced
     buckets = ", ".join(f"count(*) FILTER (WHERE latency_s <= {b})" for b in LATENCY_BUCKETS)
     row = store.query(
         f"SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "

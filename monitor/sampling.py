@@ -24,11 +24,12 @@ import math
 import random
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
 
 from monitor.catalog import VARIANTS, Catalog, Triplet
 
 __all__ = ["ProbeSpec", "Sampler"]
+
+_ORDERS: dict[tuple[str, int, tuple[str, ...], int], tuple[Triplet, ...]] = {}
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,17 @@ class Sampler:
     def runs_per_cycle(self) -> int:
         return math.ceil(self.population / self.triplets_per_run)
 
-    @lru_cache(maxsize=4)  # noqa: B019 - a sampler lives as long as its run loop
     def cycle_order(self, cycle: int) -> tuple[Triplet, ...]:
+        # Each run builds a new Sampler; the order of a cycle depends only on
+        # this key, so it is computed once per process, not once per run.
+        key = (self.catalog.version, self.seed, tuple(self.scenarios), cycle)
+        if key not in _ORDERS:
+            if len(_ORDERS) >= 8:
+                _ORDERS.pop(next(iter(_ORDERS)))
+            _ORDERS[key] = self._order(cycle)
+        return _ORDERS[key]
+
+    def _order(self, cycle: int) -> tuple[Triplet, ...]:
         rng = random.Random(f"{self.catalog.version}:{self.seed}:{cycle}")
         keyed: list[tuple[float, int, Triplet]] = []
         for s_index, members in enumerate(self.strata.values()):

@@ -260,6 +260,7 @@ class Store:
         with self._connect() as con:
             con.execute("BEGIN")
             try:
+                _count_replaced_failures(con, calls)
                 _insert(con, "probe_calls", CALL_COLUMNS, calls)
                 _insert(con, "scores", SCORE_COLUMNS, scores)
                 con.execute("COMMIT")
@@ -393,6 +394,12 @@ class Store:
                                 "PARTITION_BY (date, endpoint), OVERWRITE_OR_IGNORE)", [since])
         return counts
 
+    def replaced_failures(self, endpoint: str) -> int:
+        """Failed calls later replaced by a resumed run's answer: still counted, so
+        that bias_monitor_probes_total{status="failed"} never goes down."""
+        rows = self.query("SELECT value FROM meta WHERE key = ?", [f"replaced_failed/{endpoint}"])
+        return int(rows[0][0]) if rows else 0
+
     def calls_frame(self, run_ids: Sequence[str], *, with_text: bool = False) -> pd.DataFrame:
         cols = ", ".join(c for c, _ in CALL_COLUMNS if with_text or c != "raw_text")
         return self.frame(f"SELECT {cols} FROM probe_calls WHERE list_contains($1, run_id)",
@@ -418,3 +425,18 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[tuple[str, s
         return
     select = ", ".join(f"unnest(${i + 1}::{t}[]) AS {c}" for i, (c, t) in enumerate(cols))
     con.execute(f"INSERT OR REPLACE INTO {table} SELECT {select}", [data[c] for c, _ in cols])
+
+
+def _count_replaced_failures(con: duckdb.DuckDBPyConnection, calls: dict[str, list[Any]]) -> None:
+    if not calls["run_id"]:
+        return
+    rows = con.execute(
+        "SELECT p.endpoint, count(*) FROM probe_calls p JOIN (SELECT unnest($1::VARCHAR[]) AS r, "
+        "unnest($2::VARCHAR[]) AS t, unnest($3::VARCHAR[]) AS l) b ON p.run_id = b.r AND "
+        "p.triplet_id = b.t AND p.language = b.l WHERE p.status = 'failed' GROUP BY p.endpoint",
+        [calls["run_id"], calls["triplet_id"], calls["language"]]).fetchall()
+    for endpoint, n in rows:
+        key = f"replaced_failed/{endpoint}"
+        old = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    [key, str((int(old[0]) if old else 0) + int(n))])

@@ -128,7 +128,9 @@ def movers(store: Store, catalog: Catalog, run_id: str, base_runs: list[str], sc
 
 
 def evaluate(settings: Settings, catalog: Catalog, store: Store, result: RunResult,
-             *, now: datetime | None = None) -> Evaluation:
+             *, now: datetime | None = None,
+             cache: dict[tuple[str, str], Any] | None = None) -> Evaluation:
+    """`cache` (owned by the caller) keeps the baseline's MD table between runs."""
     run = result.run
     now = now or datetime.now(UTC)
     model = result.model_ids[0] if result.model_ids else run.model
@@ -149,7 +151,14 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, result: RunResu
     if run.run_id in baseline["run_ids"]:
         return Evaluation(run.endpoint, run.run_id, baseline, False, "run is in the baseline")
     local = {lang: list(c) for lang, c in catalog.languages.items()}
-    base_md = md_table(store.scores_frame(baseline["run_ids"]), run.languages, local)
+    key = (run.endpoint, str(baseline["set_at"]))
+    if cache is not None and key in cache:
+        base_md = cache[key]
+    else:
+        base_md = md_table(store.scores_frame(baseline["run_ids"]), run.languages, local)
+        if cache is not None:
+            cache.clear()
+            cache[key] = base_md
     base = {(r["scenario"], r["country"]): r for r in _records(base_md)}
     saved = store.alert_states(run.endpoint)
     ev = Evaluation(run.endpoint, run.run_id, baseline, True, "compared with the baseline")

@@ -528,3 +528,19 @@ def test_failed_write_stats_keeps_the_previous_stats_and_the_store_usable(store:
     store.write_stats("r1", _stats("r1", [("all", "FR", 0.3)]))
     assert list(store.stats_frame(["r1"])["key"]) == ["FR"]
     assert len(store.calls_frame(["r1"])) == 1
+
+
+def test_failed_calls_replaced_on_resume_are_still_counted(tmp_path: Path) -> None:
+    from monitor.metrics import MetricsState
+
+    store = Store(tmp_path / "r.duckdb")
+    store.create_run(_run("r1"))
+    first = [_call("r1", i, status=s) for i, s in enumerate(["failed", "failed", "ok"])]
+    store.write_batch(*_batch(first, []))
+    resumed = [_call("r1", i) for i in range(2)]  # the resume answers the failed two
+    store.write_batch(*_batch(resumed, []))
+    assert store.replaced_failures("gpt4o-prod") == 2
+    state = MetricsState()
+    state.refresh(store, "gpt4o-prod")
+    probes = state.snapshot().probes
+    assert probes[("gpt4o-prod", "failed")] == 2 and probes[("gpt4o-prod", "ok")] == 3
