@@ -71,18 +71,20 @@ class Daemon:
                 await self._one(endpoint, RunOptions(resume=pending))
             await self._one(endpoint, opts)
         except asyncio.CancelledError:
+            # Shutdown: what arrived is stored and the run is marked interrupted.
+            # Ending quietly keeps the scheduler from logging it as a crash.
             log.info("endpoint %s: run interrupted by shutdown; it resumes at the next start",
                      name)
-            raise
+            return
         except Exception as exc:
             self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
         finally:
             if task is not None:
                 self.running.discard(task)
-            try:
-                await asyncio.to_thread(self.state.refresh, self.store, name)
-            except Exception as exc:
-                log.warning("metrics refresh failed: %s", type(exc).__name__)
+        try:
+            await asyncio.to_thread(self.state.refresh, self.store, name)
+        except Exception as exc:
+            log.warning("metrics refresh failed: %s", type(exc).__name__)
 
     async def _one(self, endpoint: Endpoint, opts: RunOptions) -> None:
         client = self.client_factory(endpoint) if self.client_factory else None
