@@ -54,7 +54,8 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
     """(fallback text, Block Kit blocks) for one endpoint's state changes."""
     firing = [t for t in transitions if t.to_state == "firing"]
     head = (f"Local-language bias FIRING on {endpoint}" if firing
-            else f"Local-language bias resolved on {endpoint}")
+            else f"Local-language bias resolved on {endpoint}" if transitions
+            else f"bias-monitor notice for {endpoint}")
     if simulated:
         head += " (simulated endpoint)"
     blocks: list[dict[str, Any]] = [{"type": "header",
@@ -76,11 +77,13 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
         blocks.append({"type": "section", "text": {
             "type": "mrkdwn", "text": f"... and {len(transitions) - len(shown)} more cells"}})
     run_id = escape(transitions[0].run_id) if transitions else ""
-    context = f"run {run_id} - details: `monitor report --run {run_id}`"
+    parts = [f"run {run_id} - details: `monitor report --run {run_id}`"] if run_id else []
     if note:
-        context += f" - {escape(note)}"
+        parts.append(escape(note))
+    context = " - ".join(parts) or "bias-monitor"
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
-    text = head + ": " + ", ".join(f"{t.country} {t.to_state}" for t in transitions)
+    text = head + ": " + (", ".join(f"{t.country} {t.to_state}" for t in transitions)
+                          or (note or ""))
     return escape(text), blocks
 
 

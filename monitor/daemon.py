@@ -103,6 +103,9 @@ class Daemon:
         payloads = [json.dumps({"kind": "transition", **asdict(t)}) for t in ev.to_notify]
         if not ev.comparable and ev.baseline is not None and "changed" in ev.note:
             payloads.append(json.dumps({"kind": "note", "text": ev.note}))
+        if ev.fingerprint_note:
+            log.warning("endpoint %s: %s", endpoint.name, ev.fingerprint_note)
+            payloads.append(json.dumps({"kind": "note", "text": ev.fingerprint_note}))
         await asyncio.to_thread(self._queue, endpoint.name, payloads)
         await asyncio.to_thread(self.deliver, endpoint)
 

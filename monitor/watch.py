@@ -74,6 +74,20 @@ class Evaluation:
     drift: dict[tuple[str, str], float] = field(default_factory=dict)
     transitions: list[Transition] = field(default_factory=list)
     to_notify: list[Transition] = field(default_factory=list)
+    fingerprint_note: str | None = None
+
+
+def _fingerprint_change(store: Store, endpoint: str, run_id: str) -> str | None:
+    """The provider's system_fingerprint changed since the previous run: the
+    same model id is still compared, but the change is said out loud."""
+    rows = store.query(
+        "SELECT c.run_id, string_agg(DISTINCT c.fingerprint, ',' ORDER BY c.fingerprint) "
+        "FROM probe_calls c JOIN runs r USING (run_id) WHERE c.endpoint = ? AND "
+        "c.status = 'ok' AND c.fingerprint IS NOT NULL AND r.status IN ('complete', 'partial') "
+        "GROUP BY c.run_id, r.started_at ORDER BY r.started_at DESC LIMIT 2", [endpoint])
+    if len(rows) < 2 or rows[0][0] != run_id or rows[0][1] == rows[1][1]:
+        return None
+    return f"provider fingerprint changed ({rows[1][1]} -> {rows[0][1]}); still compared"
 
 
 def _records(df: Any) -> list[dict[str, Any]]:
@@ -162,6 +176,7 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, result: RunResu
     base = {(r["scenario"], r["country"]): r for r in _records(base_md)}
     saved = store.alert_states(run.endpoint)
     ev = Evaluation(run.endpoint, run.run_id, baseline, True, "compared with the baseline")
+    ev.fingerprint_note = _fingerprint_change(store, run.endpoint, run.run_id)
     t = settings.thresholds
     rows, events = [], []
     cooldown = timedelta(minutes=settings.alerts.cooldown_minutes)

@@ -26,11 +26,13 @@ class DirectSimClient:
     """Answers like the simulated endpoint without HTTP or LiteLLM, for tests
     that need many runs (the LiteLLM path is tested on its own)."""
 
-    def __init__(self, params: dict[str, Any], catalog_root: Path, model: str = "simulated/x"):
+    def __init__(self, params: dict[str, Any], catalog_root: Path, model: str = "simulated/x",
+                 fingerprint: str = "fp-sim"):
         from monitor.simulated import SimParams
 
         self.params = SimParams.from_params({**params, "catalog_path": str(catalog_root)})
         self.model = model
+        self.fingerprint = fingerprint
 
     async def complete(self, messages: list[dict[str, str]]) -> Any:
         from monitor.llm import CallResult
@@ -38,4 +40,4 @@ class DirectSimClient:
 
         reply = answer(messages, self.params)
         return CallResult(reply.text, None, 0.001, reply.input_tokens, reply.output_tokens,
-                          0.0001, self.model, f"sim-{self.params.seed}", 1)
+                          0.0001, self.model, self.fingerprint, 1)

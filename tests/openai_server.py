@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.local_http import LocalServer, QuietHandler
 
 
 @dataclass
@@ -63,24 +64,17 @@ def completion_body(reply: Reply, prompt_tokens: int = 120) -> dict[str, Any]:
     }
 
 
-class OpenAIServer:
+class OpenAIServer(LocalServer):
     def __init__(self, responder: Callable[[Request], Reply]) -> None:
         self.responder = responder
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                req = Request(time.monotonic(), body,
-                              {k.lower(): v for k, v in self.headers.items()})
+                req = Request(time.monotonic(), json.loads(self.body() or b"{}"),
+                              self.lower_headers())
                 with outer._lock:
                     outer.requests.append(req)
                 reply = outer.responder(req)
@@ -89,36 +83,16 @@ class OpenAIServer:
                 payload = reply.raw if reply.raw is not None else json.dumps(
                     completion_body(reply) if reply.status == 200 else
                     {"error": {"message": f"status {reply.status}", "type": "test"}}).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(payload)))
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
+                self.reply(reply.status, payload, "application/json", reply.headers)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.api_base = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
-                                        daemon=True)
-
-    def start(self) -> OpenAIServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler, "openai-test-server")
+        self.api_base = f"{self.base}/v1"
 
 
 @contextmanager
 def serve(responder: Callable[[Request], Reply]) -> Iterator[OpenAIServer]:
-    server = OpenAIServer(responder).start()
+    server = OpenAIServer(responder)
+    server.start()
     try:
         yield server
     finally:

@@ -15,8 +15,9 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.local_http import LocalServer, QuietHandler
 
 WEBHOOK_PATH = "/services/T000/B000/XXXX"
 
@@ -53,7 +54,7 @@ class Posted:
         return out
 
 
-class SlackServer:
+class SlackServer(LocalServer):
     def __init__(self, script: Sequence[Answer]) -> None:
         if not script:
             raise ValueError("a script needs at least one answer")
@@ -62,52 +63,26 @@ class SlackServer:
         self._lock = threading.Lock()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                raw = self.rfile.read(length)
+                raw = self.body()
                 with outer._lock:
                     answer = outer.script[min(len(outer.requests), len(outer.script) - 1)]
-                    outer.requests.append(Posted(
-                        time.monotonic(), self.path,
-                        {k.lower(): v for k, v in self.headers.items()},
-                        json.loads(raw or b"{}")))
-                payload = answer.body.encode()
-                self.send_response(answer.status)
-                self.send_header("content-type", "text/plain; charset=utf-8")
-                self.send_header("content-length", str(len(payload)))
-                for k, v in answer.headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(payload)
+                    outer.requests.append(Posted(time.monotonic(), self.path,
+                                                 self.lower_headers(), json.loads(raw or b"{}")))
+                self.reply(answer.status, answer.body.encode(), "text/plain; charset=utf-8",
+                           answer.headers)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = int(self.httpd.server_address[1])
-        self.base = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
-                                        daemon=True, name="slack-test-server")
+        super().__init__(Handler, "slack-test-server")
 
     def url(self, path: str = WEBHOOK_PATH) -> str:
         return self.base + path
 
-    def start(self) -> SlackServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 @contextmanager
 def serve_slack(script: Sequence[Answer] = (Answer(),)) -> Iterator[SlackServer]:
-    server = SlackServer(script).start()
+    server = SlackServer(script)
+    server.start()
     try:
         yield server
     finally:

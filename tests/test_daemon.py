@@ -132,3 +132,56 @@ def test_cost_budget_stops_a_run_early_and_never_exceeds(
     assert run.status == "partial"
     assert spent[0] <= 0.0105 + 1e-12 and spent[1] >= 100
     assert daemon.state.snapshot().budget_exhausted["sim"] == 1
+
+
+def test_model_and_fingerprint_changes_are_said_not_silently_compared(
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    with serve_slack() as slack:
+        monkeypatch.setenv("TEST_SLACK_URL", slack.url())
+        daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
+                                   sampling={"triplets_per_run": 10},
+                                   baseline={"auto_min_triplets": 20},
+                                   alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
+
+        def client(model: str, fp: str) -> None:
+            daemon.client_factory = lambda ep: DirectSimClient(  # type: ignore
+                ep.params, shipped_catalog.root, model=model, fingerprint=fp)
+
+        client("m-1", "fp-a")
+        for _ in range(3):  # two runs make the baseline, the third is compared
+            asyncio.run(daemon.run_job("sim"))
+        assert store.baseline("sim")["model_id"] == "m-1"  # type: ignore[index]
+        assert slack.requests == []
+        client("m-1", "fp-b")  # same model, new backend: compared, and said
+        asyncio.run(daemon.run_job("sim"))
+        assert daemon.state.snapshot().comparable["sim"] == 1
+        notice = " ".join(slack.requests[-1].texts())
+        assert "fingerprint changed (fp-a -&gt; fp-b)" in notice and "notice" in notice
+        client("m-2", "fp-b")  # another model: not compared, and said once
+        asyncio.run(daemon.run_job("sim"))
+        asyncio.run(daemon.run_job("sim"))
+        assert daemon.state.snapshot().comparable["sim"] == 0
+        notes = [p for p in slack.requests if "model id changed" in " ".join(p.texts())]
+        assert len(notes) == 1
+
+
+def test_export_writes_parquet_partitioned_by_date_and_endpoint(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    import duckdb
+
+    from monitor.cli import main
+
+    daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
+                               sampling={"triplets_per_run": 5})
+    asyncio.run(daemon.run_job("sim"))
+    out = tmp_path / "pq"
+    assert main(["export", "--parquet", str(out), "--config",
+                 str(tmp_path / "monitor.yaml")]) == 0
+    parts = sorted(p.relative_to(out).parts[:3] for p in out.rglob("*.parquet"))
+    assert ("probe_calls", parts[0][1], "endpoint=sim") in parts
+    assert parts[0][1].startswith("date=")
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}/probe_calls/*/*/*.parquet', "
+                   "hive_partitioning = true) WHERE endpoint = 'sim'").fetchall()[0]
+    assert n is not None and n[0] == 30
+    assert main(["export", "--parquet", str(out), "--since", "not-a-date", "--config",
+                 str(tmp_path / "monitor.yaml")]) == 2

@@ -16,8 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,7 +30,7 @@ from monitor.config import Endpoint
 from monitor.llm import CallResult, LLMClient
 from monitor.prompts import Prompt, build_prompt
 from monitor.sampling import Sampler
-from tests.openai_server import OpenAIServer, Reply, Request, completion_body
+from tests.openai_server import Reply, Request, completion_body, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "system", "content": "You are terse."},
@@ -43,20 +42,6 @@ CANARY = "sk-canary-9f8e7d"
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(monitor.llm, "_BACKOFF_BASE_S", BACKOFF_BASE_S)
-
-
-@contextmanager
-def serve(responder: Callable[[Request], Reply]) -> Iterator[OpenAIServer]:
-    """tests.openai_server.serve, polling for shutdown every 10 ms instead of 0.5 s."""
-    server = OpenAIServer(responder)
-    thread = threading.Thread(target=server.httpd.serve_forever, kwargs={"poll_interval": 0.01},
-                              daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        thread.join(timeout=5)
 
 
 def _endpoint(api_base: str, **over: Any) -> Endpoint:
