@@ -171,7 +171,7 @@ def test_export_writes_parquet_partitioned_by_date_and_endpoint(
 
     from monitor.cli import main
 
-    daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
+    daemon, _, _ = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                sampling={"triplets_per_run": 5})
     asyncio.run(daemon.run_job("sim"))
     out = tmp_path / "pq"
