@@ -3,8 +3,8 @@
 A Collector renders the MetricsState snapshot on each scrape into its own
 CollectorRegistry (no process / platform collectors, no global registry).
 An HTTP server on metrics.host:port (loopback by default) serves /metrics and
-/healthz; /healthz answers 200 while the scheduler is alive and the last run
-is younger than `stale_after_s`, else 503, with a JSON body saying why.
+/healthz; /healthz answers 200 while the scheduler is alive, else 503, with a
+JSON body that also gives each endpoint's last run age and a `stale` flag.
 Names, labels and units follow the contract; labels are bounded (endpoint,
 scenario, country, language, status, direction) and never carry text.
 """

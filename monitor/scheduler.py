@@ -89,9 +89,12 @@ async def _main(settings: Settings, catalog: Any, store: Store, trigger: BaseTri
         ages = {ep: round(now - ts, 1) for ep, ts in state.snapshot().last_run_ts.items()}
         limit = 2 * period + 300
         fresh = all(a < limit for a in ages.values()) if ages else now - daemon.started < limit
-        return alive and fresh, {"scheduler_alive": alive, "last_run_age_seconds": ages,
-                                 "stale_after_seconds": limit,
-                                 "uptime_seconds": round(now - daemon.started, 1)}
+        # The status code follows liveness only: a stale run (budget spent,
+        # provider down) must page through the RunStale alert, not make an
+        # orchestrator restart a healthy process in a loop.
+        return alive, {"scheduler_alive": alive, "last_run_age_seconds": ages,
+                       "stale": not fresh, "stale_after_seconds": limit,
+                       "uptime_seconds": round(now - daemon.started, 1)}
 
     server = MetricsServer(make_registry(state), settings.metrics.host, settings.metrics.port,
                            health).start()

