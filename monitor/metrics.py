@@ -81,12 +81,12 @@ class MetricsState:
 def _load(store: Store, ep: str) -> Snapshot:
     snap = Snapshot()
     last = store.query("SELECT run_id, status, epoch(finished_at) FROM runs WHERE endpoint = ? "
-                       "AND finished_at IS NOT NULL AND status IN ('complete', 'failed') "
-                       "ORDER BY finished_at DESC LIMIT 1", [ep])
+                       "AND finished_at IS NOT NULL AND status IN ('complete', 'partial', "
+                       "'failed') ORDER BY finished_at DESC LIMIT 1", [ep])
     if last:
         run_id, status, finished = last[0]
         snap.last_run_ts[ep] = float(finished)
-        snap.last_run_success[ep] = int(status == "complete")
+        snap.last_run_success[ep] = int(status in ("complete", "partial"))
         for kind, scen, key, value, lo, hi in store.query(
                 "SELECT kind, scenario, key, value, ci_lower, ci_upper FROM run_stats "
                 "WHERE run_id = ?", [run_id]):

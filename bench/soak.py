@@ -1,0 +1,132 @@
+"""Soak: run the daemon for a while and watch its footprint (not a test).
+
+    python bench/soak.py [--minutes 30] [--every 10s] [--triplets 10] [--fault-rate 0.05]
+
+Starts the local OpenAI-protocol server (in this process, answering scored
+JSON, with a fault mix: 429 with Retry-After, 500, 3 s stalls, garbage) and
+`monitor run` as a subprocess with `every: 10s`, then samples the daemon's
+RSS, open file descriptors and the DuckDB file size every 5 s, and reads run
+durations from the store at the end. Writes bench/results/soak.json (and
+prints it): the samples, the RSS slope (MB per hour, least squares over the
+second half, after warm-up) and the run durations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    n = len(xs)
+    if n < 3:
+        return 0.0
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=30)
+    ap.add_argument("--every", default="10s")
+    ap.add_argument("--triplets", type=int, default=10)
+    ap.add_argument("--fault-rate", type=float, default=0.05)
+    args = ap.parse_args()
+
+    from monitor.store import Store
+    from tests.helpers import openai_endpoint, write_config
+    from tests.openai_server import Reply, Request, options_in, serve
+
+    rng = random.Random(5)
+    lock = threading.Lock()
+
+    def answer(req: Request) -> Reply:
+        with lock:
+            roll = rng.random()
+        if roll < args.fault_rate / 4:
+            return Reply(status=429, headers={"Retry-After": "1"})
+        if roll < args.fault_rate / 2:
+            return Reply(status=500)
+        if roll < 3 * args.fault_rate / 4:
+            return Reply("no scores, sorry")
+        if roll < args.fault_rate:
+            return Reply(json.dumps({k: {"score": 6} for k in options_in(req.user)}),
+                         delay_s=3.0)
+        return Reply(json.dumps({k: {"score": 4 + i} for i, k in
+                                 enumerate(options_in(req.user))}), delay_s=0.05)
+
+    tmp = Path(tempfile.mkdtemp(prefix="soak-"))
+    samples: list[dict[str, float]] = []
+    with serve(answer) as server:
+        cfg = write_config(tmp, [openai_endpoint(server.api_base, max_concurrency=8,
+                                                 timeout_s=10, max_retries=2)],
+                           schedule={"every": args.every, "cron": None},
+                           sampling={"triplets_per_run": args.triplets},
+                           metrics={"host": "127.0.0.1", "port": 0})
+        log = (tmp / "daemon.log").open("w")
+        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "run", "--config",
+                                 str(cfg), "--log-level", "WARNING"], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=log)
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() - t0 < args.minutes * 60 and proc.poll() is None:
+                db = tmp / "monitor.duckdb"
+                samples.append({
+                    "t_s": round(time.monotonic() - t0, 1), "rss_mb": round(_rss_mb(proc.pid), 1),
+                    "fds": len(os.listdir(f"/proc/{proc.pid}/fd")),
+                    "db_mb": round(db.stat().st_size / 2**20, 2) if db.exists() else 0.0})
+                time.sleep(5)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=60)
+            log.close()
+    runs = Store(tmp / "monitor.duckdb").runs("local")
+    durations = [(r.finished_at - r.started_at).total_seconds() for r in runs if r.finished_at]
+    half = samples[len(samples) // 2:]
+    result = {
+        "date": time.strftime("%Y-%m-%d"), "minutes": args.minutes, "every": args.every,
+        "triplets_per_run": args.triplets, "fault_rate": args.fault_rate,
+        "exit_code_after_sigterm": code, "runs": len(runs),
+        "run_status": {s: sum(r.status == s for r in runs) for s in {r.status for r in runs}},
+        "run_seconds": {"min": min(durations, default=0), "max": max(durations, default=0),
+                        "mean": sum(durations) / len(durations) if durations else 0},
+        "rss_mb": {"start": samples[0]["rss_mb"] if samples else 0,
+                   "peak": max((s["rss_mb"] for s in samples), default=0),
+                   "end": samples[-1]["rss_mb"] if samples else 0,
+                   "slope_mb_per_hour_second_half": round(3600 * _slope(
+                       [s["t_s"] for s in half], [s["rss_mb"] for s in half]), 2)},
+        "fds": {"start": samples[0]["fds"] if samples else 0,
+                "max": max((s["fds"] for s in samples), default=0),
+                "end": samples[-1]["fds"] if samples else 0},
+        "db_mb_end": samples[-1]["db_mb"] if samples else 0,
+        "samples": samples,
+    }
+    out = ROOT / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "soak.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps({k: v for k, v in result.items() if k != "samples"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
