@@ -18,6 +18,7 @@ from monitor.store import Store
 
 __all__ = ["LATENCY_BUCKETS", "MetricsState", "Snapshot"]
 
+STATUSES = ("ok", "failed", "unparseable", "refused")
 LATENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
                                       120.0)
 
@@ -72,7 +73,7 @@ class MetricsState:
                 changes[name] = {k: v for k, v in getattr(snap, name).items()
                                  if k[0] != endpoint}
                 changes[name].update(getattr(new, name))
-            for name in ("last_run_ts", "last_run_success", "cost", "latency"):
+            for name in ("last_run_ts", "last_run_success", "cost", "latency", "comparable"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items() if k != endpoint}
                 changes[name].update(getattr(new, name))
             self._snap = replace(snap, **changes)
@@ -100,8 +101,18 @@ def _load(store: Store, ep: str) -> Snapshot:
                 snap.jsd[(ep, scen, key)] = value
             elif kind == "coverage":
                 snap.coverage[(ep, key)] = value
+        base = store.baseline(ep)
+        if base is not None:  # read back, so the gauge survives a restart
+            model = store.query("SELECT min(model_id) FROM probe_calls WHERE run_id = ? AND "
+                                "status = 'ok'", [run_id])
+            version = store.query("SELECT catalog_version FROM runs WHERE run_id = ?", [run_id])
+            snap.comparable[ep] = int(bool(model) and model[0][0] == base["model_id"]
+                                      and bool(version)
+                                      and version[0][0] == base["catalog_version"])
     for _, scen, country, state in [r for r in store.all_alert_states() if r[0] == ep]:
         snap.alert[(ep, scen, country)] = STATE_VALUE.get(state, 0)
+    for status in STATUSES:  # every series from the start, so rate() sees the first failure
+        snap.probes[(ep, status)] = 0
     for status, n in store.query("SELECT status, count(*) FROM probe_calls WHERE endpoint = ? "
                                  "GROUP BY status", [ep]):
         snap.probes[(ep, status)] = int(n)

@@ -163,6 +163,10 @@ def test_model_and_fingerprint_changes_are_said_not_silently_compared(
         assert daemon.state.snapshot().comparable["sim"] == 0
         notes = [p for p in slack.requests if "model id changed" in " ".join(p.texts())]
         assert len(notes) == 1
+        restarted = MetricsState()  # a restart reads the gauge back from DuckDB
+        restarted.refresh(store, "sim")
+        assert restarted.snapshot().comparable["sim"] == 0
+        assert restarted.snapshot().probes[("sim", "refused")] == 0  # all series exist
 
 
 def test_export_writes_parquet_partitioned_by_date_and_endpoint(
