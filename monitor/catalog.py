@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ __all__ = [
     "read_catalog",
 ]
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
 #: Prompt variants: plain; chain-of-thought; female and male persona of the asker.
 VARIANTS: tuple[str, ...] = ("plain", "cot", "female", "male")
 LABELS: tuple[str, ...] = ("A", "B", "C")
@@ -51,7 +54,10 @@ class Problem:
         where = self.file + (f":{self.row}" if self.row is not None else "")
         col = f" [{self.column}]" if self.column else ""
         fix = f" -> {self.fix}" if self.fix else ""
-        return f"{where}{col}: {self.message}{fix}"
+        # One problem, one line: control characters from a broken file are
+        # shown escaped, never passed to the terminal.
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}",
+                            f"{where}{col}: {self.message}{fix}")
 
 
 @dataclass(frozen=True)
@@ -173,12 +179,18 @@ def _data_files(root: Path) -> Iterator[Path]:
 
 
 def read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
-    """Header and (line number, row) pairs; line numbers count the header as 1."""
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = list(reader.fieldnames or [])
-        rows = [(i + 2, {k: (v or "") for k, v in row.items() if k is not None})
-                for i, row in enumerate(reader)]
+    """Header and (line number, row) pairs; line numbers count the header as 1.
+    ValueError (one line) when the file is not UTF-8 CSV."""
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+            rows = [(i + 2, {k: (v if isinstance(v, str) else "") for k, v in row.items()
+                             if k is not None}) for i, row in enumerate(reader)]
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
+    except csv.Error as exc:
+        raise ValueError(f"not valid CSV ({exc})") from None
     return header, rows
 
 

@@ -93,7 +93,11 @@ def check_languages(path: Path, problems: list[Problem]) -> dict[str, tuple[str,
 def check_options(path: Path, languages: dict[str, tuple[str, ...]],
                   problems: list[Problem]) -> dict[str, Option]:
     f = str(path)
-    header, rows = read_csv(path)
+    try:
+        header, rows = read_csv(path)
+    except ValueError as exc:
+        problems.append(Problem(f, str(exc)))
+        return {}
     want = ["id", "country"]
     if header[:2] != want:
         problems.append(Problem(f, f"header starts {header[:2]}, expected {want}", row=1,
@@ -165,7 +169,11 @@ def check_pairs(path: Path, options: dict[str, Option], languages: dict[str, tup
         problems.append(Problem(f, "missing pairs file", fix=f"draw pairs: python -m "
                                 f"monitor.pairs --scenario {path.stem}"))
         return []
-    header, rows = read_csv(path)
+    try:
+        header, rows = read_csv(path)
+    except ValueError as exc:
+        problems.append(Problem(f, str(exc)))
+        return []
     want = ["pair_id", "english_option_id", "non_english_option_id"]
     if header != want:
         problems.append(Problem(f, f"header is {header}, expected {want}", row=1))
@@ -228,7 +236,11 @@ def check_sources(path: Path, options: dict[str, Option], problems: list[Problem
     if not path.is_file():
         problems.append(Problem(f, "missing sources file", fix="add id,source,rank,note rows"))
         return
-    header, rows = read_csv(path)
+    try:
+        header, rows = read_csv(path)
+    except ValueError as exc:
+        problems.append(Problem(f, str(exc)))
+        return
     if header[:2] != ["id", "source"]:
         problems.append(Problem(f, f"header {header} must start with id,source", row=1))
         return

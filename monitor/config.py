@@ -30,6 +30,7 @@ _Strict = ConfigDict(extra="forbid", frozen=True)
 Variant = Literal["plain", "cot", "female", "male"]
 _VARIANTS: tuple[Variant, ...] = ("plain", "cot", "female", "male")
 _EVERY = re.compile(r"^(\d+)(s|m|h|d)$")
+_CRON = re.compile(r"^([0-9A-Za-z*/,?-]+\s+){4}[0-9A-Za-z*/,?-]+$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -99,6 +100,15 @@ class Schedule(BaseModel):
     def _every(cls, v: str | None) -> str | None:
         if v is not None:
             parse_every(v)
+        return v
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        # Syntax only (the scheduler checks ranges): 5 fields of digits, names,
+        # * / , - so that `monitor config check` catches a typo before `run`.
+        if v is not None and not _CRON.match(v.strip()):
+            raise ValueError(f"{v!r} is not a 5-field cron expression; e.g. '0 */6 * * *'")
         return v
 
 

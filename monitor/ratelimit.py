@@ -1,8 +1,14 @@
 """Per-endpoint limits: calls in flight and requests per minute.
 
-The rpm limit is a sliding 60 s window over the start times of attempts
-(retries included), so no 60 s window ever holds more than `rpm` requests,
-which is what providers enforce. The clock and sleep are injected for tests.
+The rpm limit is a sliding 60 s window over attempts (retries included), so
+no 60 s window at the server ever holds more than `rpm` requests, which is
+what providers enforce. A token counts from the attempt's start until 60 s
+after its END: the request reaches the server some time after its token is
+granted (client set-up, a busy event loop: 0.1-1 s on a first batch), so a
+window over start times alone let a later, faster request land inside the
+server's window of an earlier, slower one. Every request has reached the
+server by the time its attempt ends, so a window over the ends always holds.
+The clock and sleep are injected for tests.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ class RateLimiter:
         self.rpm = rpm
         self._clock = clock
         self._sleep = sleep
-        self._starts: deque[float] = deque()
+        self._ends: deque[float] = deque()  # end times of finished attempts, oldest first
+        self._held = 0  # tokens of attempts still in flight: they never expire
+        self._ended = asyncio.Event()
         self._lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(max_concurrency)
 
@@ -36,12 +44,16 @@ class RateLimiter:
         async with self._lock:  # one waiter at a time keeps the window exact
             while True:
                 now = self._clock()
-                while self._starts and now - self._starts[0] >= WINDOW_S:
-                    self._starts.popleft()
-                if len(self._starts) < self.rpm:
-                    self._starts.append(now)
+                while self._ends and now - self._ends[0] >= WINDOW_S:
+                    self._ends.popleft()
+                if len(self._ends) + self._held < self.rpm:
+                    self._held += 1
                     return
-                await self._sleep(self._starts[0] + WINDOW_S - now)
+                if self._ends:
+                    await self._sleep(self._ends[0] + WINDOW_S - now)
+                else:  # every token is in flight: the first to end starts its 60 s
+                    self._ended.clear()
+                    await self._ended.wait()
 
     async def __aenter__(self) -> RateLimiter:
         await self._slots.acquire()
@@ -53,4 +65,7 @@ class RateLimiter:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._held -= 1
+        self._ends.append(self._clock())
+        self._ended.set()
         self._slots.release()
