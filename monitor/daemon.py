@@ -49,6 +49,7 @@ class Daemon:
         self.heartbeat = time.time()
         self.running: set[asyncio.Task[Any]] = set()
         self.failures: dict[str, int] = {}
+        self.delivery_failures: dict[str, int] = {}
         self._baseline_cache: dict[tuple[str, str], Any] = {}
 
     def count_failure(self, endpoint: str, why: str) -> None:
@@ -136,6 +137,11 @@ class Daemon:
                 transitions.append(_transition(data))
         ok = self.notifier.send(endpoint.name, transitions, simulated=endpoint.simulated,
                                 note="; ".join(notes) or None)
+        if not ok:
+            self.delivery_failures[endpoint.name] = self.delivery_failures.get(
+                endpoint.name, 0) + 1
+            self.state.set_flag("delivery_failures", endpoint.name,
+                                self.delivery_failures[endpoint.name])
         if ok:
             self.store.outbox_delivered([i for i, _ in pending])
             self.store.mark_notified(endpoint.name, [(t.scenario, t.country)

@@ -84,6 +84,12 @@ class BiasCollector(Collector):
         for ep, n in sorted(s.run_failures.items()):
             failures.add_metric([ep], n)
         yield failures
+        slack = CounterMetricFamily(P + "alert_delivery_failures", "Slack deliveries that "
+                                    "failed (kept in the outbox and retried), since start.",
+                                    labels=["endpoint"])
+        for ep, n in sorted(s.delivery_failures.items()):
+            slack.add_metric([ep], n)
+        yield slack
         tokens = CounterMetricFamily(P + "tokens", "Tokens used.", labels=["endpoint",
                                                                           "direction"])
         for (ep, direction), n in sorted(s.tokens.items()):

@@ -41,6 +41,7 @@ class Snapshot:
     budget_exhausted: dict[str, int] = field(default_factory=dict)
     weakness_share: dict[tuple[str, str, str], float] = field(default_factory=dict)
     run_failures: dict[str, int] = field(default_factory=dict)
+    delivery_failures: dict[str, int] = field(default_factory=dict)
 
 
 class MetricsState:

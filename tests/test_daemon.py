@@ -83,6 +83,7 @@ def test_slack_outage_keeps_the_alert_and_delivers_it_once_back(
         # slack_sdk retries the 429 itself; 500 is a failed delivery, kept.
         assert daemon.deliver(endpoint) is False
         assert len(store.outbox_pending("sim")) == 1
+        assert daemon.state.snapshot().delivery_failures["sim"] == 1  # counted in metrics
         # A run still completes while Slack is down, and delivers when it is back.
         asyncio.run(daemon.run_job("sim"))
         assert store.runs("sim")[-1].status == "complete"
