@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.catalog import Catalog
 from monitor.config import Endpoint, Settings
-from monitor.errors import UsageError
+from monitor.errors import StoreError, UsageError
 from monitor.llm import CallResult, LLMClient
 from monitor.parse import ParseResult, parse_answer
 from monitor.progress import Progress
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["RunOptions", "RunResult", "run_endpoint"]
+
+log = logging.getLogger("monitor.run")
 
 
 @dataclass(frozen=True)
@@ -156,17 +159,32 @@ def _columns(rows: list[dict[str, Any]], cols: tuple[tuple[str, str], ...]) -> d
 async def _writer(store: Store, queue: asyncio.Queue[tuple[dict[str, Any], list[dict[str, Any]]]
                                                       | None]) -> None:
     done = False
+    batch: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    final_tries = 0
     while not done:
         items = [await queue.get()]
         while not queue.empty():
             items.append(queue.get_nowait())
         done = items[-1] is None
-        batch = [i for i in items if i is not None]
-        if batch:
+        batch += [i for i in items if i is not None]
+        while batch:
             calls = [c for c, _ in batch]
             scores = [s for _, ss in batch for s in ss]
-            await asyncio.to_thread(store.write_batch, _columns(calls, CALL_COLUMNS),
-                                    _columns(scores, SCORE_COLUMNS))
+            try:
+                await asyncio.to_thread(store.write_batch, _columns(calls, CALL_COLUMNS),
+                                        _columns(scores, SCORE_COLUMNS))
+                batch = []
+            except StoreError as exc:
+                # Another process holds the file longer than the store waits
+                # (a big export): keep the answers and try again, never drop them.
+                log.warning("storage busy, %d answers kept for the next write: %s",
+                            len(batch), str(exc)[:200])
+                if not done:
+                    break  # write them with the next arrivals
+                final_tries += 1
+                if final_tries >= 120:  # two more minutes, then give up loudly
+                    raise
+                await asyncio.sleep(1.0)
 
 
 async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
