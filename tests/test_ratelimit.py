@@ -1,4 +1,5 @@
-"""RateLimiter: a sliding 60 s window over start times, and a bound on holders.
+"""RateLimiter: no 60 s window holds more than rpm attempts (counted until 60 s after
+each attempt ends), and a bound on holders.
 
 All on a fake clock: the injected sleep advances the clock, so minutes of
 rate limiting run in milliseconds.
