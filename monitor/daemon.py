@@ -100,7 +100,6 @@ class Daemon:
         if counts["ok"] == 0:
             self.count_failure(endpoint.name, f"run {result.run.run_id} produced no results")
         ev = await asyncio.to_thread(self._after_run, endpoint, result)
-        await asyncio.to_thread(self.state.refresh, self.store, endpoint.name)
         payloads = [json.dumps({"kind": "transition", **asdict(t)}) for t in ev.to_notify]
         if not ev.comparable and ev.baseline is not None and "changed" in ev.note:
             payloads.append(json.dumps({"kind": "note", "text": ev.note}))
@@ -149,6 +148,12 @@ class Daemon:
         return ok
 
     def _after_run(self, endpoint: Endpoint, result: RunResult) -> Evaluation:
+        with self.store.session():  # one connection for the whole aftermath
+            ev = self._evaluate(endpoint, result)
+            self.state.refresh(self.store, endpoint.name)
+        return ev
+
+    def _evaluate(self, endpoint: Endpoint, result: RunResult) -> Evaluation:
         ev = evaluate(self.settings, self.catalog, self.store, result,
                       cache=self._baseline_cache)
         if not ev.comparable:

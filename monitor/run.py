@@ -245,12 +245,13 @@ def finish_run(settings: Settings, catalog: Catalog, store: Store, run: RunRow, 
                partial: bool = False) -> RunResult:
     """Compute, store and return the run's statistics; mark the run finished."""
     local = {lang: list(c) for lang, c in catalog.languages.items()}
-    s = summarise(store.calls_frame([run.run_id]), store.scores_frame([run.run_id]),
-                  run.languages, local, seed=run.seed)
-    store.write_stats(run.run_id, _stat_rows(run.run_id, s.md, s.jsd, s.coverage))
-    status = "failed" if not s.status_counts["ok"] else "partial" if partial else "complete"
-    store.finish_run(run.run_id, status)
-    finished = store.get_run(run.run_id) or run
+    with store.session():
+        s = summarise(store.calls_frame([run.run_id]), store.scores_frame([run.run_id]),
+                      run.languages, local, seed=run.seed)
+        store.write_stats(run.run_id, _stat_rows(run.run_id, s.md, s.jsd, s.coverage))
+        status = "failed" if not s.status_counts["ok"] else "partial" if partial else "complete"
+        store.finish_run(run.run_id, status)
+        finished = store.get_run(run.run_id) or run
     return RunResult(finished, s.status_counts, s.md, s.jsd, s.coverage, s.cost_usd, s.model_ids)
 
 

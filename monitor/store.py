@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -62,6 +63,21 @@ STAT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("run_id", "VARCHAR"), ("kind", "VARCHAR"), ("scenario", "VARCHAR"), ("key", "VARCHAR"),
     ("value", "DOUBLE"), ("ci_lower", "DOUBLE"), ("ci_upper", "DOUBLE"), ("n", "INTEGER"),
     ("p_value", "DOUBLE"), ("extra", "VARCHAR"),
+)
+
+
+_STATE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("endpoint", "VARCHAR"), ("scenario", "VARCHAR"), ("country", "VARCHAR"),
+    ("state", "VARCHAR"), ("s_plus", "DOUBLE"), ("s_minus", "DOUBLE"),
+    ("alarm_runs", "INTEGER"), ("calm_runs", "INTEGER"), ("z", "DOUBLE"),
+    ("reason", "VARCHAR"), ("last_run_id", "VARCHAR"), ("changed_at", "TIMESTAMPTZ"),
+    ("notified_at", "TIMESTAMPTZ"),
+)
+_EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("endpoint", "VARCHAR"), ("scenario", "VARCHAR"), ("country", "VARCHAR"),
+    ("event_at", "TIMESTAMPTZ"), ("from_state", "VARCHAR"), ("to_state", "VARCHAR"),
+    ("run_id", "VARCHAR"), ("md", "DOUBLE"), ("md_base", "DOUBLE"), ("z", "DOUBLE"),
+    ("reason", "VARCHAR"),
 )
 
 
@@ -129,6 +145,7 @@ class Store:
     def __init__(self, path: Path | str, *, lock_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
+        self._held: dict[int, duckdb.DuckDBPyConnection] = {}
         if not self.path.parent.exists():
             raise StoreError(f"{self.path}: folder {self.path.parent} does not exist; create it "
                              "or set storage.path")
@@ -145,7 +162,31 @@ class Store:
         self.close()
 
     @contextmanager
+    def session(self) -> Iterator[None]:
+        """Hold one connection for several operations of ONE thread (the
+        statistics after a run): opening costs ~15 ms, a run's aftermath
+        makes dozens of reads."""
+        if threading.get_ident() in self._held:  # nested: the outer one holds it
+            yield
+            return
+        with self._open() as con:
+            self._held[threading.get_ident()] = con
+            try:
+                yield
+            finally:
+                del self._held[threading.get_ident()]
+
+    @contextmanager
     def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        held = self._held.get(threading.get_ident())
+        if held is not None:
+            yield held
+            return
+        with self._open() as con:
+            yield con
+
+    @contextmanager
+    def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
         deadline = time.monotonic() + self.lock_timeout_s
         delay = 0.02
         while True:
@@ -326,18 +367,12 @@ class Store:
         """Cell states and their transitions, in one transaction."""
         with self._connect() as con:
             con.execute("BEGIN")
-            for st in states:
-                con.execute(
-                    "INSERT OR REPLACE INTO alert_state VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                    "?, ?)", [endpoint, st["scenario"], st["country"], st["state"],
-                              st["s_plus"], st["s_minus"], st["alarm_runs"], st["calm_runs"],
-                              st["z"], st["reason"], st["last_run_id"], st["changed_at"],
-                              st["notified_at"]])
-            for ev in events:
-                con.execute("INSERT INTO alert_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            [endpoint, ev["scenario"], ev["country"], ev["event_at"],
-                             ev["from_state"], ev["to_state"], ev["run_id"], ev["md"],
-                             ev["md_base"], ev["z"], ev["reason"]])
+            _insert(con, "alert_state", _STATE_COLUMNS,
+                    {c: [endpoint if c == "endpoint" else st[c] for st in states]
+                     for c, _ in _STATE_COLUMNS})
+            _insert(con, "alert_events", _EVENT_COLUMNS,
+                    {c: [endpoint if c == "endpoint" else ev[c] for ev in events]
+                     for c, _ in _EVENT_COLUMNS})
             con.execute("COMMIT")
 
     def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None:
