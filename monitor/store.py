@@ -372,7 +372,7 @@ class Store:
                      for c, _ in _STATE_COLUMNS})
             _insert(con, "alert_events", _EVENT_COLUMNS,
                     {c: [endpoint if c == "endpoint" else ev[c] for ev in events]
-                     for c, _ in _EVENT_COLUMNS})
+                     for c, _ in _EVENT_COLUMNS}, replace=False)
             con.execute("COMMIT")
 
     def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None:
@@ -452,14 +452,15 @@ class Store:
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[tuple[str, str], ...],
-            data: dict[str, list[Any]]) -> None:
+            data: dict[str, list[Any]], *, replace: bool = True) -> None:
     n = len(data[cols[0][0]])
     if any(len(data[c]) != n for c, _ in cols):
         raise ValueError(f"{table}: columns of unequal length")
     if n == 0:
         return
     select = ", ".join(f"unnest(${i + 1}::{t}[]) AS {c}" for i, (c, t) in enumerate(cols))
-    con.execute(f"INSERT OR REPLACE INTO {table} SELECT {select}", [data[c] for c, _ in cols])
+    verb = "INSERT OR REPLACE" if replace else "INSERT"  # OR REPLACE needs a primary key
+    con.execute(f"{verb} INTO {table} SELECT {select}", [data[c] for c, _ in cols])
 
 
 def _count_replaced_failures(con: duckdb.DuckDBPyConnection, calls: dict[str, list[Any]]) -> None:

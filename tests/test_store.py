@@ -544,3 +544,21 @@ def test_failed_calls_replaced_on_resume_are_still_counted(tmp_path: Path) -> No
     state.refresh(store, "gpt4o-prod")
     probes = state.snapshot().probes
     assert probes[("gpt4o-prod", "failed")] == 2 and probes[("gpt4o-prod", "ok")] == 3
+
+
+def test_alert_states_and_events_are_saved_and_replaced(tmp_path: Path) -> None:
+    store = Store(tmp_path / "a.duckdb")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    state = {"scenario": "all", "country": "CN", "state": "pending", "s_plus": 6.0,
+             "s_minus": 0.0, "alarm_runs": 1, "calm_runs": 0, "z": 3.1, "reason": "drift up",
+             "last_run_id": "r1", "changed_at": now, "notified_at": None}
+    event = {"scenario": "all", "country": "CN", "event_at": now, "from_state": "ok",
+             "to_state": "pending", "run_id": "r1", "md": 1.0, "md_base": 0.2, "z": 3.1,
+             "reason": "drift up"}
+    store.save_alert_states("ep", [state], [event])
+    store.save_alert_states("ep", [{**state, "state": "firing", "alarm_runs": 2}],
+                            [{**event, "from_state": "pending", "to_state": "firing"}])
+    states = store.alert_states("ep")
+    assert states[("all", "CN")]["state"] == "firing" and len(states) == 1
+    events = store.query("SELECT from_state, to_state FROM alert_events ORDER BY to_state")
+    assert events == [("pending", "firing"), ("ok", "pending")]
