@@ -90,10 +90,10 @@ def test_bias_raised_fires_once_survives_sigkill_and_recovers(
             tmp_path, [openai_endpoint(llm.api_base, api_key_env="TEST_OPENAI_KEY",
                                        max_concurrency=16)],
             schedule={"every": "2s", "cron": None},
-            sampling={"triplets_per_run": 80, "scenarios": ["university"]},
+            sampling={"triplets_per_run": 60, "scenarios": ["university"]},
             # A 4-run baseline: shorter ones carry enough estimation error to
             # drift-page on noise within a test's dozen runs.
-            baseline={"auto_min_triplets": 320},
+            baseline={"auto_min_triplets": 240},
             alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}, "cooldown_minutes": 0,
                     "min_runs_firing": 2},
             metrics={"host": "127.0.0.1", "port": port})
