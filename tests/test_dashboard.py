@@ -21,7 +21,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.exporter import make_registry, render
-from monitor.metrics import LATENCY_BUCKETS, MetricsState, Snapshot
+from monitor.metrics import LATENCY_BUCKETS, Snapshot
+from tests.test_exporter import filled_state
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "dashboards" / "grafana" / "bias-monitor.json"
@@ -63,32 +64,6 @@ A, B = "gpt4o-prod", "claude-prod"
 
 
 # -- the exporter's actual output -------------------------------------------------------------
-
-
-def filled_state() -> MetricsState:
-    """A value in every snapshot table (as in test_exporter), weakness_share included."""
-    state = MetricsState()
-    s = state.snapshot()
-    s.md[(A, "all", "CN")] = (1.25, 0.5, 2.0)
-    s.md[(B, "university", "JP")] = (-0.75, -1.5, 0.0)
-    s.drift[(A, "all", "CN")] = 0.875
-    s.jsd[(A, "all", "zh")] = 0.0312
-    s.alert[(A, "all", "CN")] = 2
-    s.last_run_ts[A] = 1_767_225_600.5
-    s.last_run_success[A] = 1
-    s.coverage[(A, "zh")] = 0.875
-    s.probes[(A, "ok")] = 120
-    s.probes[(A, "failed")] = 3
-    s.tokens[(A, "input")] = 84_000
-    s.tokens[(A, "output")] = 36_500
-    s.cost[A] = 1.2345
-    s.latency[A] = ([0, 10, 40, 80, 110, 120, 122, 123, 123, 123, 123], 181.25, 123)
-    s.weakness_share[(A, "CN", "local")] = 0.25
-    state.set_flag("comparable", A, 1)
-    state.set_flag("budget_exhausted", B, 1)
-    state.set_flag("run_failures", B, 4)
-    state.set_flag("delivery_failures", A, 2)
-    return state
 
 
 @pytest.fixture(scope="module")

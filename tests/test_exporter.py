@@ -107,6 +107,7 @@ def filled_state() -> MetricsState:
     state.set_flag("comparable", A, 1)
     state.set_flag("budget_exhausted", B, 1)
     state.set_flag("run_failures", B, 4)
+    state.set_flag("delivery_failures", A, 2)
     return state
 
 
