@@ -12,24 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import Any
 
 from monitor.catalog import load_catalog
 from monitor.config import load_settings
 from monitor.errors import UsageError
-from monitor.stats import md_table
+from monitor.stats import md_table, nullable
 from monitor.store import Store
 
 __all__ = ["baseline_set", "baseline_show"]
-
-
-def _model_of(store: Store, run_ids: list[str]) -> dict[str, str | None]:
-    rows = store.query("SELECT run_id, min(model_id) FROM probe_calls WHERE "
-                       "list_contains($1, run_id) AND status = 'ok' GROUP BY run_id", [run_ids])
-    found: dict[str, str | None] = {r: None for r in run_ids}
-    found.update({r[0]: r[1] for r in rows})
-    return found
 
 
 def baseline_set(args: argparse.Namespace) -> int:
@@ -61,7 +52,7 @@ def baseline_set(args: argparse.Namespace) -> int:
             raise UsageError(f"runs {bad} are not complete; finish them with `monitor probe "
                              "--once --resume RUN_ID` or choose others")
         versions = {r.catalog_version for r in runs}
-        models = set(_model_of(store, run_ids).values())
+        models = set(store.run_models(run_ids).values())
         if len(versions) > 1 or len(models) > 1:
             raise UsageError(f"endpoint {endpoint}: the runs mix catalog versions {versions} or "
                              f"model ids {models}; a baseline must be one model on one catalog")
@@ -90,8 +81,8 @@ def baseline_show(args: argparse.Namespace) -> int:
             "endpoint": name, "set_at": str(base["set_at"]), "auto": base["auto"],
             "runs": base["run_ids"], "catalog_version": base["catalog_version"],
             "model_id": base["model_id"],
-            "md": [{"scenario": r["scenario"], "country": r["country"], "md": _f(r["md"]),
-                    "ci_lower": _f(r["ci_lower"]), "ci_upper": _f(r["ci_upper"]),
+            "md": [{"scenario": r["scenario"], "country": r["country"], "md": nullable(r["md"]),
+                    "ci_lower": nullable(r["ci_lower"]), "ci_upper": nullable(r["ci_upper"]),
                     "n": int(r["n"]),
                     "alert_state": states.get((r["scenario"], r["country"]), {}).get("state",
                                                                                      "ok")}
@@ -115,7 +106,3 @@ def baseline_show(args: argparse.Namespace) -> int:
             print(f"  {r['country']}  MD {r['md']:+.2f} {ci} n={r['n']}  state "
                   f"{r['alert_state']}")
     return 0
-
-
-def _f(x: Any) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)

@@ -180,6 +180,14 @@ class Settings(BaseSettings):
             raise ValueError(f"endpoint names must be unique, repeated: {dup}")
         return v
 
+    def require_keys(self, endpoints: list[Endpoint], source: Path) -> None:
+        """Fail before any call when a configured key variable is not set."""
+        for ep in endpoints:
+            if ep.api_key_env and not ep.api_key():
+                raise ConfigError(f"{source}: endpoints[{ep.name}].api_key_env: environment "
+                                  f"variable {ep.api_key_env} is not set; export it or set "
+                                  "api_key_env: null for a keyless endpoint")
+
     def endpoint(self, name: str) -> Endpoint:
         for e in self.endpoints:
             if e.name == name:

@@ -79,13 +79,15 @@ class Daemon:
             return
         except Exception as exc:
             self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
+            # A completed run refreshes the metrics in _after_run; a failed one
+            # may still have stored answers.
+            try:
+                await asyncio.to_thread(self.state.refresh, self.store, name)
+            except Exception as refresh_exc:
+                log.warning("metrics refresh failed: %s", type(refresh_exc).__name__)
         finally:
             if task is not None:
                 self.running.discard(task)
-        try:
-            await asyncio.to_thread(self.state.refresh, self.store, name)
-        except Exception as exc:
-            log.warning("metrics refresh failed: %s", type(exc).__name__)
 
     async def _one(self, endpoint: Endpoint, opts: RunOptions) -> None:
         client = self.client_factory(endpoint) if self.client_factory else None

@@ -104,14 +104,12 @@ def _load(store: Store, ep: str) -> Snapshot:
                 snap.coverage[(ep, key)] = value
         base = store.baseline(ep)
         if base is not None:  # read back, so the gauge survives a restart
-            model = store.query("SELECT min(model_id) FROM probe_calls WHERE run_id = ? AND "
-                                "status = 'ok'", [run_id])
-            version = store.query("SELECT catalog_version FROM runs WHERE run_id = ?", [run_id])
-            snap.comparable[ep] = int(bool(model) and model[0][0] == base["model_id"]
-                                      and bool(version)
-                                      and version[0][0] == base["catalog_version"])
-    for _, scen, country, state in [r for r in store.all_alert_states() if r[0] == ep]:
-        snap.alert[(ep, scen, country)] = STATE_VALUE.get(state, 0)
+            run = store.get_run(run_id)
+            snap.comparable[ep] = int(store.run_models([run_id])[run_id] == base["model_id"]
+                                      and run is not None
+                                      and run.catalog_version == base["catalog_version"])
+    for (scen, country), cell in store.alert_states(ep).items():
+        snap.alert[(ep, scen, country)] = STATE_VALUE.get(cell["state"], 0)
     for status in STATUSES:  # every series from the start, so rate() sees the first failure
         snap.probes[(ep, status)] = 0
     for status, n in store.query("SELECT status, count(*) FROM probe_calls WHERE endpoint = ? "

@@ -15,7 +15,7 @@ import sys
 
 from monitor.catalog import load_catalog
 from monitor.config import Endpoint, Settings, load_settings
-from monitor.errors import ConfigError, UsageError
+from monitor.errors import UsageError
 from monitor.progress import Progress
 from monitor.run import RunOptions, RunResult, run_endpoint
 from monitor.store import Store
@@ -49,11 +49,7 @@ def probe_command(args: argparse.Namespace) -> int:
     results: list[RunResult] = []
     with Store(settings.storage.path) as store:
         endpoints = _endpoints(settings, args.endpoint, args.resume, store)
-        for endpoint in endpoints:
-            if endpoint.api_key_env and not endpoint.api_key():
-                raise ConfigError(f"{config_path}: endpoints[{endpoint.name}].api_key_env: "
-                                  f"environment variable {endpoint.api_key_env} is not set; "
-                                  "export it or set api_key_env: null for a keyless endpoint")
+        settings.require_keys(endpoints, config_path)
         for endpoint in endpoints:
             progress = Progress(label=f"[{endpoint.name}] ")
             try:

@@ -26,7 +26,7 @@ from monitor.parse import ParseResult, parse_answer
 from monitor.progress import Progress
 from monitor.prompts import Prompt, build_prompt
 from monitor.sampling import ProbeSpec, Sampler
-from monitor.stats import summarise
+from monitor.stats import nullable, summarise
 from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS, RunRow, Store
 
 if TYPE_CHECKING:
@@ -261,9 +261,9 @@ def _stat_rows(run_id: str, md: pd.DataFrame, jsd: pd.DataFrame,
     for r in md.itertuples():
         rows.append({"kind": "md", "scenario": r.scenario, "key": r.country, "value": r.md,
                      "ci_lower": r.ci_lower, "ci_upper": r.ci_upper, "n": r.n, "p_value": None,
-                     "extra": json.dumps({"se": _num(r.se), "did": _num(r.did),
-                                          "did_ci_lower": _num(r.did_ci_lower),
-                                          "did_ci_upper": _num(r.did_ci_upper)})})
+                     "extra": json.dumps({"se": nullable(r.se), "did": nullable(r.did),
+                                          "did_ci_lower": nullable(r.did_ci_lower),
+                                          "did_ci_upper": nullable(r.did_ci_upper)})})
     for r in jsd.itertuples():
         rows.append({"kind": "jsd", "scenario": r.scenario, "key": r.language,
                      "value": r.jsd_bits, "ci_lower": r.ci_lower, "ci_upper": r.ci_upper,
@@ -278,13 +278,5 @@ def _stat_rows(run_id: str, md: pd.DataFrame, jsd: pd.DataFrame,
     for row in rows:
         row["run_id"] = run_id
         for k in ("value", "ci_lower", "ci_upper", "p_value"):
-            row[k] = _num(row[k])
+            row[k] = nullable(row[k])
     return _columns(rows, STAT_COLUMNS)
-
-
-def _num(x: Any) -> float | None:
-    """NaN (no CI with n < 2) is stored and reported as null."""
-    if x is None:
-        return None
-    f = float(x)
-    return None if f != f else f

@@ -67,10 +67,7 @@ def serve(config: Path | None) -> int:
     settings, source = load_settings(config)
     catalog = load_catalog(settings.catalog.path)
     trigger = make_trigger(settings, source)
-    for ep in settings.endpoints:
-        if ep.api_key_env and not ep.api_key():
-            raise ConfigError(f"{source}: endpoints[{ep.name}].api_key_env: environment variable "
-                              f"{ep.api_key_env} is not set")
+    settings.require_keys(settings.endpoints, source)
     store = Store(settings.storage.path)
     return asyncio.run(_main(settings, catalog, store, trigger))
 

@@ -34,7 +34,7 @@ from scipy.spatial.distance import jensenshannon
 from scipy.stats import t as student_t
 
 __all__ = ["STATUSES", "Summary", "complete_units", "coverage", "did_table", "jsd_bits",
-           "jsd_table", "md_table", "summarise"]
+           "jsd_table", "md_table", "nullable", "summarise"]
 
 STATUSES = ("ok", "failed", "unparseable", "refused")
 
@@ -188,6 +188,14 @@ def jsd_table(scores: pd.DataFrame, languages: list[str], *, seed: int = 0, n_pe
     cols = ["scenario", "language", "jsd_bits", "ci_lower", "ci_upper", "p_value", "n",
             "plugin_bits", "js_distance_bits", "js_distance_nat"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def nullable(x: Any) -> float | None:
+    """NaN (no CI with n < 2) is stored and reported as null."""
+    if x is None:
+        return None
+    value = float(x)
+    return None if math.isnan(value) else value
 
 
 def coverage(calls: pd.DataFrame, languages: list[str]) -> pd.DataFrame:

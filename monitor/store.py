@@ -73,6 +73,10 @@ _STATE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("reason", "VARCHAR"), ("last_run_id", "VARCHAR"), ("changed_at", "TIMESTAMPTZ"),
     ("notified_at", "TIMESTAMPTZ"),
 )
+_OUTBOX_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "BIGINT"), ("endpoint", "VARCHAR"), ("created_at", "TIMESTAMPTZ"),
+    ("payload", "VARCHAR"), ("delivered_at", "TIMESTAMPTZ"),
+)
 _EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("endpoint", "VARCHAR"), ("scenario", "VARCHAR"), ("country", "VARCHAR"),
     ("event_at", "TIMESTAMPTZ"), ("from_state", "VARCHAR"), ("to_state", "VARCHAR"),
@@ -359,8 +363,14 @@ class Store:
                           [endpoint])
         return {(r[0], r[1]): dict(zip(cols, r, strict=True)) for r in rows}
 
-    def all_alert_states(self) -> list[tuple[Any, ...]]:
-        return self.query("SELECT endpoint, scenario, country, state FROM alert_state")
+    def run_models(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        """The model id the provider returned in each run's answered calls."""
+        rows = self.query("SELECT run_id, min(model_id) FROM probe_calls WHERE "
+                          "list_contains($1, run_id) AND status = 'ok' GROUP BY run_id",
+                          [list(run_ids)])
+        found: dict[str, str | None] = dict.fromkeys(run_ids)
+        found.update({r[0]: r[1] for r in rows})
+        return found
 
     def save_alert_states(self, endpoint: str, states: list[dict[str, Any]],
                           events: list[dict[str, Any]]) -> None:
@@ -377,19 +387,20 @@ class Store:
 
     def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None:
         with self._connect() as con:
-            for scenario, country in cells:
-                con.execute("UPDATE alert_state SET notified_at = ? WHERE endpoint = ? AND "
-                            "scenario = ? AND country = ?",
-                            [datetime.now(UTC), endpoint, scenario, country])
+            con.execute("UPDATE alert_state SET notified_at = $1 WHERE endpoint = $2 AND "
+                        "list_contains($3, [scenario, country])",
+                        [datetime.now(UTC), endpoint, [list(c) for c in cells]])
 
     def outbox_add(self, endpoint: str, payloads: Sequence[str]) -> None:
         with self._connect() as con:
             con.execute("BEGIN")
             row = con.execute("SELECT coalesce(max(id), 0) FROM outbox").fetchone()
             start = int(row[0]) if row else 0
-            for i, payload in enumerate(payloads, start=start + 1):
-                con.execute("INSERT INTO outbox VALUES (?, ?, ?, ?, NULL)",
-                            [i, endpoint, datetime.now(UTC), payload])
+            n = len(payloads)
+            _insert(con, "outbox", _OUTBOX_COLUMNS, {
+                "id": list(range(start + 1, start + 1 + n)), "endpoint": [endpoint] * n,
+                "created_at": [datetime.now(UTC)] * n, "payload": list(payloads),
+                "delivered_at": [None] * n}, replace=False)
             con.execute("COMMIT")
 
     def outbox_pending(self, endpoint: str) -> list[tuple[int, str]]:

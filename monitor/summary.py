@@ -9,20 +9,13 @@ cycle, not per run), so it never breaches here.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from monitor.config import Settings
 from monitor.run import RunResult
+from monitor.stats import nullable as _f  # NaN -> null
 
 __all__ = ["breaches", "json_document", "text_summary"]
-
-
-def _f(x: Any) -> float | None:
-    if x is None:
-        return None
-    v = float(x)
-    return None if math.isnan(v) else v
 
 
 def _i(x: Any) -> int:

@@ -107,9 +107,7 @@ def _auto_baseline(settings: Settings, store: Store, result: RunResult) -> dict[
             if r.status == "complete" and r.catalog_version == run.catalog_version]
     if not runs:
         return None
-    models = dict(store.query(
-        "SELECT run_id, min(model_id) FROM probe_calls WHERE list_contains($1, run_id) "
-        "AND status = 'ok' GROUP BY run_id", [[r.run_id for r in runs]]))
+    models = store.run_models([r.run_id for r in runs])
     same = [r for r in runs if models.get(r.run_id) == model]
     if sum(r.triplets for r in same) < need:
         return None

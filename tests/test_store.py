@@ -562,3 +562,9 @@ def test_alert_states_and_events_are_saved_and_replaced(tmp_path: Path) -> None:
     assert states[("all", "CN")]["state"] == "firing" and len(states) == 1
     events = store.query("SELECT from_state, to_state FROM alert_events ORDER BY to_state")
     assert events == [("pending", "firing"), ("ok", "pending")]
+    store.mark_notified("ep", [("all", "CN")])
+    assert store.alert_states("ep")[("all", "CN")]["notified_at"] is not None
+    store.outbox_add("ep", ["a", "b"])
+    store.outbox_add("ep", ["c"])
+    assert [p for _, p in store.outbox_pending("ep")] == ["a", "b", "c"]
+    assert [i for i, _ in store.outbox_pending("ep")] == [1, 2, 3]
