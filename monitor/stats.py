@@ -34,7 +34,7 @@ from scipy.spatial.distance import jensenshannon
 from scipy.stats import t as student_t
 
 __all__ = ["STATUSES", "Summary", "complete_units", "coverage", "did_table", "jsd_bits",
-           "jsd_table", "md_table", "nullable", "summarise"]
+           "jsd_table", "md_table", "nullable", "summarise", "t975"]
 
 STATUSES = ("ok", "failed", "unparseable", "refused")
 
@@ -57,6 +57,13 @@ def complete_units(scores: pd.DataFrame, languages: list[str]) -> pd.DataFrame:
     n_labels = wide[full].groupby("unit")["label"].transform("count")
     keep = wide[full][n_labels == 3]
     return keep[["unit", "scenario", "label", "country", *languages]].reset_index(drop=True)
+
+
+def t975(df: np.ndarray) -> np.ndarray:
+    """The 0.975 t quantile per degrees of freedom, vectorised: for callers that
+    aggregate inside DuckDB (monitor/analytics.py) and only have n, mean and sd."""
+    out: np.ndarray = np.asarray(student_t.ppf(0.975, df), dtype=float)
+    return out
 
 
 def _t_ci(values: np.ndarray) -> tuple[float, float, float, int]:
