@@ -77,7 +77,7 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
         blocks.append({"type": "section", "text": {
             "type": "mrkdwn", "text": f"... and {len(transitions) - len(shown)} more cells"}})
     run_id = escape(transitions[0].run_id) if transitions else ""
-    details = f"`monitor baseline show --endpoint {escape(endpoint)}`"
+    details = f"`monitor report --run {run_id}`"
     parts = [f"run {run_id} - details: {details}"] if run_id else []
     if note:
         parts.append(escape(note))

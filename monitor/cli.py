@@ -108,6 +108,12 @@ def _baseline(args: argparse.Namespace) -> int:
     return func(args)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from monitor.report import report_command
+
+    return report_command(args)
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -200,6 +206,24 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--since", metavar="DATE", help="only data from this date on (YYYY-MM-DD)")
     ex.add_argument("--config", type=Path, default=None, metavar="PATH")
     ex.set_defaults(func=_export)
+
+    rp = sub.add_parser("report", help="HTML report (tables, plots, trend, evidence) or Markdown",
+                        description="The paper's tables (JSD by language, MD by country and "
+                        "variant) with CIs, score violins, weakness shares, MD over time with "
+                        "the baseline, alert history and the answers that moved most.")
+    rwhich = rp.add_mutually_exclusive_group()
+    rwhich.add_argument("--run", metavar="RUN_ID", help="one run (default: each endpoint's "
+                        "latest finished run)")
+    rwhich.add_argument("--since", metavar="DATE", help="pool the runs started since DATE "
+                        "(YYYY-MM-DD or ISO time)")
+    rp.add_argument("--endpoint", action="append", metavar="NAME",
+                    help="only this endpoint (repeatable; default: all with runs)")
+    rp.add_argument("--out", default="report", metavar="DIR",
+                    help="output folder (default ./report); '-' with --format md: stdout")
+    rp.add_argument("--format", choices=["html", "md"], default="html",
+                    help="html (index.html + PNGs, self-contained) or md (Markdown tables)")
+    rp.add_argument("--config", type=Path, default=None, metavar="PATH")
+    rp.set_defaults(func=_report)
 
     bl = sub.add_parser("baseline", help="set or show the accepted baseline runs")
     bl_sub = bl.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)

@@ -57,6 +57,37 @@ def line_chart(path: Path, series: Sequence[Series], *, title: str, xlabel: str,
     return _save(fig, path)
 
 
+def small_multiples(path: Path, panels: Mapping[str, tuple[Series, float | None]], *,
+                    title: str, ylabel: str, xlabels: Sequence[str] = ()) -> Path:
+    """One small line chart per key (e.g. per country): its series with CI band,
+    and a dashed reference line (the baseline) when given. Shared y axis.
+    `xlabels`, when given, name the x positions 0..n-1 (e.g. run dates)."""
+    n = max(1, len(panels))
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.5 * rows), sharey=True,
+                             squeeze=False)
+    for ax, (name, (s, ref)) in zip(axes.flat, panels.items(), strict=False):
+        ax.plot(list(s.x), list(s.y), marker="o", markersize=3)
+        if s.lo is not None and s.hi is not None:
+            ax.fill_between(list(s.x), list(s.lo), list(s.hi), alpha=0.2, linewidth=0)
+        if ref is not None:
+            ax.axhline(ref, linestyle="--", linewidth=1, color="grey", label="baseline")
+        ax.axhline(0, color="black", linewidth=0.5)
+        ax.set_title(name, fontsize=9)
+        ax.grid(alpha=0.3)
+        if xlabels:
+            ticks = sorted({0, len(xlabels) - 1, (len(xlabels) - 1) // 2})
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([xlabels[t] for t in ticks], fontsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel, fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    return _save(fig, path)
+
+
 def bar_chart(path: Path, labels: Sequence[str], groups: Mapping[str, Sequence[float]], *,
               title: str, ylabel: str,
               errors: Mapping[str, Sequence[tuple[float, float]]] | None = None) -> Path:

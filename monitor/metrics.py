@@ -102,6 +102,8 @@ def _load(store: Store, ep: str) -> Snapshot:
                 snap.jsd[(ep, scen, key)] = value
             elif kind == "coverage":
                 snap.coverage[(ep, key)] = value
+            elif kind.startswith("weakness_"):  # weakness_local / weakness_foreign
+                snap.weakness_share[(ep, key, kind.removeprefix("weakness_"))] = value
         base = store.baseline(ep)
         if base is not None:  # read back, so the gauge survives a restart
             run = store.get_run(run_id)

@@ -25,6 +25,7 @@ from monitor.llm import CallResult, LLMClient
 from monitor.parse import ParseResult, parse_answer
 from monitor.progress import Progress
 from monitor.prompts import Prompt, build_prompt
+from monitor.reasoning import weakness_table
 from monitor.sampling import ProbeSpec, Sampler
 from monitor.stats import nullable, summarise
 from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS, RunRow, Store
@@ -246,17 +247,18 @@ def finish_run(settings: Settings, catalog: Catalog, store: Store, run: RunRow, 
     """Compute, store and return the run's statistics; mark the run finished."""
     local = {lang: list(c) for lang, c in catalog.languages.items()}
     with store.session():
-        s = summarise(store.calls_frame([run.run_id]), store.scores_frame([run.run_id]),
-                      run.languages, local, seed=run.seed)
-        store.write_stats(run.run_id, _stat_rows(run.run_id, s.md, s.jsd, s.coverage))
+        scores = store.scores_frame([run.run_id])
+        s = summarise(store.calls_frame([run.run_id]), scores, run.languages, local, seed=run.seed)
+        weak = weakness_table(scores, local)
+        store.write_stats(run.run_id, _stat_rows(run.run_id, s.md, s.jsd, s.coverage, weak))
         status = "failed" if not s.status_counts["ok"] else "partial" if partial else "complete"
         store.finish_run(run.run_id, status)
         finished = store.get_run(run.run_id) or run
     return RunResult(finished, s.status_counts, s.md, s.jsd, s.coverage, s.cost_usd, s.model_ids)
 
 
-def _stat_rows(run_id: str, md: pd.DataFrame, jsd: pd.DataFrame,
-               cov: pd.DataFrame) -> dict[str, list[Any]]:
+def _stat_rows(run_id: str, md: pd.DataFrame, jsd: pd.DataFrame, cov: pd.DataFrame,
+               weak: pd.DataFrame) -> dict[str, list[Any]]:
     rows: list[dict[str, Any]] = []
     for r in md.itertuples():
         rows.append({"kind": "md", "scenario": r.scenario, "key": r.country, "value": r.md,
@@ -275,6 +277,13 @@ def _stat_rows(run_id: str, md: pd.DataFrame, jsd: pd.DataFrame,
         rows.append({"kind": "coverage", "scenario": "all", "key": r.language, "value": r.ratio,
                      "ci_lower": None, "ci_upper": None, "n": r.asked, "p_value": None,
                      "extra": None})
+    for w in weak.to_dict("records"):  # kind weakness_local / weakness_foreign, key = country
+        for loc in ("local", "foreign"):
+            rows.append({"kind": f"weakness_{loc}", "scenario": "all", "key": w["country"],
+                         "value": w[f"share_{loc}"], "ci_lower": w[f"{loc}_lower"],
+                         "ci_upper": w[f"{loc}_upper"], "n": w["n"], "p_value": None,
+                         "extra": json.dumps({"language": w["language"],
+                                              "points": w[f"points_{loc}"]})})
     for row in rows:
         row["run_id"] = run_id
         for k in ("value", "ci_lower", "ci_upper", "p_value"):

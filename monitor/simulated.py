@@ -15,6 +15,10 @@ leniency (`language_shift`) and e ~ N(0, noise_sd). With the bias only in
 the local language, MD_c = b_c - b_c / L (5b/6 for six languages).
 Answers are deterministic for a given (seed, prompt). `refusal_rate` and
 `garble_rate` make some answers refusals or unparseable prose.
+`weakness_drop` is the probability that, asked in an option's local language,
+the model leaves out one of that option's two weaknesses (the paper saw
+Chinese answers play down the drawbacks of Chinese options); it draws from
+its own hash stream, so scores are the same whatever its value.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class SimParams:
     seed: int = 0
     refusal_rate: float = 0.0
     garble_rate: float = 0.0
+    weakness_drop: float = 0.0
     catalog_path: str | None = None
 
     @classmethod
@@ -136,6 +141,10 @@ def answer(messages: list[dict[str, Any]], params: SimParams) -> SimulatedAnswer
     # Two strengths and two weaknesses per option, the same in prose and JSON.
     points = {label: (rng.sample(pool["strengths"], 2), rng.sample(pool["weaknesses"], 2))
               for label in options}
+    for label, opt in options.items():
+        if (catalog.local_language(opt.country) == lang
+                and _unit("weak", params.seed, system, user, label) < params.weakness_drop):
+            points[label] = (points[label][0], points[label][1][:1])
     text = _prose(words, options, points, lang, rng,
                   cot=catalog.prompts[lang].cot.strip() in user)
     if rng.random() < params.garble_rate:

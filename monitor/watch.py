@@ -23,14 +23,10 @@ from monitor.catalog import Catalog
 from monitor.config import Settings
 from monitor.drift import FIRING, OK, PENDING, CellState, Observation, step
 from monitor.run import RunResult
-from monitor.stats import md_table
+from monitor.stats import MIN_CELL_N, md_table
 from monitor.store import Store
 
 __all__ = ["MIN_CELL_N", "Evaluation", "Mover", "Transition", "evaluate", "movers"]
-
-#: Triplets a cell needs, now and in the baseline, before it is tested: a
-#: t-interval or z from fewer is unreliable with 1..10 integer scores.
-MIN_CELL_N = 5
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ def test_one_block_kit_message_with_cell_md_movers_and_run(
     assert isinstance(elements, list)
     ctx = elements[0]["text"]
     assert RUN_ID in ctx
-    assert "monitor baseline show --endpoint" in ctx  # until `monitor report` (issue 8)
+    assert f"`monitor report --run {RUN_ID}`" in ctx
 
     # the notification fallback text (shown where blocks are not) names the change
     assert isinstance(body["text"], str) and body["text"].strip()

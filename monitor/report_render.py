@@ -1,0 +1,303 @@
+"""Rendering of `monitor report`: one self-contained HTML page (figures embedded as
+data URIs and also written beside it as PNG) or Markdown tables.
+
+Model text and option names are untrusted: everything goes through
+html.escape (HTML) or _md_cell (Markdown); nothing from an answer can add
+markup, a link or a script. Each statistic cell carries its exact values in
+data-* attributes so that scripts (and the tests) read numbers, not rounding.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from monitor.figures import Series, small_multiples, violins
+from monitor.report import EndpointReport, to_json
+from monitor.stats import MIN_CELL_N
+
+__all__ = ["render_html", "render_markdown"]
+
+VARIANT_TITLES = {"all": "pooled", "plain": "plain", "cot": "CoT", "female": "female",
+                  "male": "male"}
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 7px;
+font-size:13px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}
+td.sig{font-weight:bold;background:#fff1e6}.na{color:#999}.note{color:#555;font-size:13px}
+pre{white-space:pre-wrap;font-size:12px;max-height:22em;overflow:auto;background:#f8f8f8;
+padding:6px;margin:0}img{max-width:100%}.sim{background:#fffbe6;padding:4px 8px}"""
+
+
+def _num(x: Any) -> float | None:
+    if x is None:
+        return None
+    v = float(x)
+    return None if math.isnan(v) else v
+
+
+def _cell(value: Any, lo: Any, hi: Any, n: Any, *, fmt: str = "{:+.2f}",
+          signed_test: bool = True) -> str:
+    """A statistic with its CI and n; significant (CI excludes 0) cells are marked."""
+    v, a, b = _num(value), _num(lo), _num(hi)
+    if v is None:
+        return '<td class="na">n/a</td>'
+    # Fewer than MIN_CELL_N triplets give a t-interval too unreliable to flag.
+    sig = (signed_test and a is not None and b is not None and (a > 0 or b < 0)
+           and int(n) >= MIN_CELL_N)
+    ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else " [n/a]"
+    attrs = f'data-value="{v!r}" data-lo="{a!r}" data-hi="{b!r}" data-n="{int(n)}"'
+    mark, cls = ("*", ' class="sig"') if sig else ("", "")
+    return f"<td {attrs}{cls}>{fmt.format(v)}{mark}<small>{ci} n={int(n)}</small></td>"
+
+
+def _png(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _jsd_tables(rep: EndpointReport) -> str:
+    cols = [*rep.languages, "overall"]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    out = ['<table class="jsd"><tr><th class="l">scenario</th>' + head + "</tr>"]
+    dist = ['<table class="jsd-nat"><tr><th class="l">scenario</th>' + head + "</tr>"]
+    for scen in [s for s in [*sorted(set(rep.jsd["scenario"]) - {"all"}), "all"]
+                 if s in set(rep.jsd["scenario"])]:
+        rows = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
+        cells = [_cell(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"], rows.at[c, "ci_upper"],
+                       rows.at[c, "n"], fmt="{:.3f}", signed_test=False)
+                 if c in rows.index else '<td class="na">n/a</td>' for c in cols]
+        out.append(f'<tr data-scenario="{html.escape(scen)}"><td class="l">{html.escape(scen)}'
+                   f'</td>{"".join(cells)}</tr>')
+        nat = "".join(f"<td>{rows.at[c, 'js_distance_nat']:.3f}</td>" if c in rows.index
+                      else '<td class="na">n/a</td>' for c in cols)
+        dist.append(f'<tr><td class="l">{html.escape(scen)}</td>{nat}</tr>')
+    return "\n".join([*out, "</table>",
+                      '<p class="note">Excess JSD in bits over the permutation null (language '
+                      "labels shuffled within each triplet), with the basic cluster-bootstrap "
+                      "95% CI and n triplets. For comparison with the paper's Table 1, the "
+                      "plain Jensen-Shannon distance (natural log, as scipy returns it):</p>",
+                      *dist, "</table>"])
+
+
+def _md_tables(rep: EndpointReport) -> str:
+    variants = [v for v in VARIANT_TITLES if v in set(rep.md["variant"])]
+    parts = []
+    for scen in [s for s in ["all", "university", "relocation", "travel"]
+                 if s in set(rep.md["scenario"])]:
+        sub = rep.md[rep.md["scenario"] == scen]
+        head = "".join(f"<th>{VARIANT_TITLES[v]}</th>" for v in variants)
+        rows = [f'<h3>MD, scenario {html.escape(scen)}</h3><table class="md" '
+                f'data-scenario="{html.escape(scen)}"><tr><th class="l">country</th>'
+                f'<th class="l">language</th>{head}</tr>']
+        for country in sorted(set(sub["country"]), key=_country_order(rep)):
+            cells = []
+            lang = ""
+            for v in variants:
+                hit = sub[(sub["variant"] == v) & (sub["country"] == country)]
+                if hit.empty:
+                    cells.append('<td class="na">n/a</td>')
+                    continue
+                r = hit.iloc[0]
+                lang = str(r["language"])
+                cells.append(_cell(r["md"], r["ci_lower"], r["ci_upper"], r["n"]))
+            rows.append(f'<tr data-country="{html.escape(country)}"><td class="l">'
+                        f'{html.escape(country)}</td><td class="l">{html.escape(lang)}</td>'
+                        f'{"".join(cells)}</tr>')
+        parts.append("\n".join([*rows, "</table>"]))
+    return "\n".join(parts)
+
+
+def _country_order(rep: EndpointReport) -> Any:
+    order = {c: i for i, c in enumerate(["US", "GB", "CA", "AU", "CN", "JP", "FR", "DE", "KR"])}
+    return lambda c: (order.get(c, 99), c)
+
+
+def _weakness(rep: EndpointReport) -> str:
+    rows = ['<table class="weakness"><tr><th class="l">country</th><th class="l">language</th>'
+            "<th>share, local language</th><th>share, other languages</th>"
+            "<th>local - other</th></tr>"]
+    for r in rep.weakness.to_dict("records"):
+        rows.append(
+            f'<tr data-country="{html.escape(r["country"])}"><td class="l">'
+            f'{html.escape(r["country"])}</td><td class="l">{html.escape(r["language"])}</td>'
+            + _cell(r["share_local"], r["local_lower"], r["local_upper"], r["n"],
+                    fmt="{:.3f}", signed_test=False)
+            + _cell(r["share_foreign"], r["foreign_lower"], r["foreign_upper"], r["n"],
+                    fmt="{:.3f}", signed_test=False)
+            + _cell(r["diff"], r["diff_lower"], r["diff_upper"], r["n"], fmt="{:+.3f}")
+            + "</tr>")
+    return "\n".join([*rows, "</table>"])
+
+
+def _alerts(rep: EndpointReport) -> str:
+    if not rep.alerts:
+        return '<p class="note">No alert state changes in this window.</p>'
+    rows = ["<table class=\"alerts\"><tr><th class=\"l\">time</th><th class=\"l\">cell</th>"
+            "<th class=\"l\">change</th><th>MD</th><th>baseline</th><th>z</th>"
+            "<th class=\"l\">reason</th></tr>"]
+    for a in rep.alerts:
+        vals = [_num(a[k]) for k in ("md", "md_base", "z")]
+        shown = "".join(f"<td>{v:+.2f}</td>" if v is not None else '<td class="na">-</td>'
+                        for v in vals)
+        rows.append(f'<tr><td class="l">{html.escape(str(a["event_at"])[:16])}</td>'
+                    f'<td class="l">{html.escape(a["scenario"])} / {html.escape(a["country"])}'
+                    f'</td><td class="l">{html.escape(a["from_state"])} &rarr; '
+                    f'{html.escape(a["to_state"])}</td>{shown}<td class="l">'
+                    f'{html.escape(str(a["reason"] or ""))}</td></tr>')
+    return "\n".join([*rows, "</table>"])
+
+
+def _movers(rep: EndpointReport) -> str:
+    if rep.baseline is None:
+        return ('<p class="note">No baseline yet, so nothing to compare with: set one with '
+                "<code>monitor baseline set --latest</code>.</p>")
+    if not rep.movers:
+        return '<p class="note">These runs are the baseline itself: nothing moved.</p>'
+    rows = ['<table class="movers"><tr><th class="l">option</th><th class="l">asked in</th>'
+            '<th>baseline</th><th>now</th><th class="l">a baseline answer</th>'
+            '<th class="l">an answer now</th></tr>']
+    for m in rep.movers:
+        rows.append(
+            f'<tr><td class="l">{html.escape(m.name_en)}<br>{html.escape(m.name_local)}<br>'
+            f'<small>{html.escape(m.scenario)}, {html.escape(m.country)}</small></td>'
+            f'<td class="l">{html.escape(m.language)}</td><td>{m.old:.2f} <small>n={m.n_old}'
+            f'</small></td><td>{m.new:.2f} <small>n={m.n_new}</small></td>'
+            f'<td class="l"><pre>{html.escape(m.text_old)}</pre></td>'
+            f'<td class="l"><pre>{html.escape(m.text_new)}</pre></td></tr>')
+    return "\n".join([*rows, "</table>"])
+
+
+def _figures(rep: EndpointReport, out: Path) -> tuple[Path, Path | None]:
+    slug = "".join(c if c.isalnum() or c in "-_" else "_" for c in rep.endpoint)
+    vio = violins(out / f"{slug}-scores.png", rep.scores, title="Scores per language (red: "
+                  "options local to the language)", ylabel="score", marks=rep.local_scores)
+    hist = rep.history
+    if hist.empty:
+        return vio, None
+    runs = list(dict.fromkeys(hist["run_id"]))
+    labels = [pd.Timestamp(t).strftime("%m-%d %H:%M") for t in
+              hist.drop_duplicates("run_id")["started_at"]]
+    if len(set(labels)) < len(labels):  # runs minutes apart (tests, ad hoc): number them
+        labels = [f"run {i + 1}" for i in range(len(labels))]
+    base = ({} if rep.baseline_md is None else
+            {r["country"]: r["md"] for r in rep.baseline_md[rep.baseline_md["scenario"] == "all"]
+             .to_dict("records")})
+    panels = {}
+    for country in sorted(set(hist["country"]), key=_country_order(rep)):
+        h = hist[hist["country"] == country]
+        x = [runs.index(r) for r in h["run_id"]]
+        nan = float("nan")
+        panels[country] = (Series(country, x, [_num(v) or 0.0 for v in h["md"]],
+                                  [nan if _num(v) is None else float(v) for v in h["ci_lower"]],
+                                  [nan if _num(v) is None else float(v) for v in h["ci_upper"]]),
+                           _num(base.get(country)))
+    trend = small_multiples(out / f"{slug}-md-trend.png", panels, title="MD over time (pooled "
+                            "scenarios; band: 95% CI; dashed: baseline)", ylabel="MD (points)",
+                            xlabels=labels)
+    return vio, trend
+
+
+def render_html(reports: list[EndpointReport], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    body = []
+    for rep in reports:
+        vio, trend = _figures(rep, out)
+        slug = vio.name.removesuffix("-scores.png")
+        (out / f"{slug}.json").write_text(to_json(rep), encoding="utf-8")
+        sim = ('<p class="sim">Simulated endpoint: these answers come from the built-in '
+               "simulator with an injected bias, not from a real model.</p>"
+               if rep.simulated else "")
+        base = ("none yet" if rep.baseline is None else
+                f"{len(rep.baseline['run_ids'])} run(s), set {str(rep.baseline['set_at'])[:16]}")
+        body.append(f"""<section class="endpoint" data-endpoint="{html.escape(rep.endpoint)}">
+<h2>{html.escape(rep.endpoint)} <small>{html.escape(rep.model)}</small></h2>{sim}
+<p class="note">Covers {html.escape(rep.window)};
+catalog {html.escape(rep.runs[-1].catalog_version)}; baseline: {html.escape(base)}.
+Cells marked * (shaded) have a 95% CI that excludes 0 and n >= {MIN_CELL_N} triplets.</p>
+<h3>Table 1: JSD by scenario and language</h3>{_jsd_tables(rep)}
+<h3>Table 2: MD by country and variant (score points, local language minus all languages)</h3>
+{_md_tables(rep)}
+<h3>Score distributions</h3>{_png(vio)}
+<h3>Reasoning structure: share of weaknesses among the points listed for a country's options</h3>
+{_weakness(rep)}
+<p class="note">A share lower in the local language than in the others means the model plays
+down the option's drawbacks when asked in the option's own language.</p>
+<h3>MD over time</h3>{_png(trend) if trend else '<p class="note">No history yet.</p>'}
+<h3>Alert history</h3>{_alerts(rep)}
+<h3>Probes that moved most against the baseline</h3>{_movers(rep)}
+</section>""")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>bias-monitor '
+            f"report</title><style>{_CSS}</style></head><body><h1>bias-monitor report</h1>"
+            f'<p class="note">Generated {now}.</p>{"".join(body)}</body></html>\n')
+    path = out / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _md_cell(text: Any) -> str:
+    """Markdown table cell: no pipes, backticks, angle brackets or line breaks from data."""
+    return (html.escape(str(text)).replace("|", "&#124;").replace("`", "&#96;")
+            .replace("\n", " ").replace("[", "&#91;"))
+
+
+def _md_stat(value: Any, lo: Any, hi: Any, n: Any, fmt: str = "{:+.2f}",
+             test: bool = True) -> str:
+    v, a, b = _num(value), _num(lo), _num(hi)
+    if v is None:
+        return "n/a"
+    sig = test and a is not None and b is not None and (a > 0 or b < 0) and int(n) >= MIN_CELL_N
+    star = "**" if sig else ""
+    ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else ""
+    return f"{star}{fmt.format(v)}{star}{ci} n={int(n)}"
+
+
+def render_markdown(reports: list[EndpointReport]) -> str:
+    lines = ["# bias-monitor report", ""]
+    for rep in reports:
+        sim = " (simulated endpoint)" if rep.simulated else ""
+        lines += [f"## {_md_cell(rep.endpoint)}: {_md_cell(rep.model)}{sim}", "",
+                  f"Covers {_md_cell(rep.window)}. Bold: the 95% CI excludes 0 "
+                  f"(n >= {MIN_CELL_N}).", "",
+                  "### JSD (excess bits, 95% CI, n triplets)", "",
+                  "| scenario | " + " | ".join([*rep.languages, "overall"]) + " |",
+                  "|---" * (len(rep.languages) + 2) + "|"]
+        for scen in [s for s in ["university", "relocation", "travel", "all"]
+                     if s in set(rep.jsd["scenario"])]:
+            rows = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
+            cells = [_md_stat(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"],
+                              rows.at[c, "ci_upper"], rows.at[c, "n"], "{:.3f}", test=False)
+                     if c in rows.index else "n/a" for c in [*rep.languages, "overall"]]
+            lines.append(f"| {scen} | " + " | ".join(cells) + " |")
+        variants = [v for v in VARIANT_TITLES if v in set(rep.md["variant"])]
+        sub = rep.md[rep.md["scenario"] == "all"]
+        lines += ["", "### MD, pooled scenarios (points, 95% CI, n triplets)", "",
+                  "| country | " + " | ".join(VARIANT_TITLES[v] for v in variants) + " |",
+                  "|---" * (len(variants) + 1) + "|"]
+        for country in sorted(set(sub["country"]), key=_country_order(rep)):
+            cells = []
+            for v in variants:
+                hit = sub[(sub["variant"] == v) & (sub["country"] == country)]
+                cells.append("n/a" if hit.empty else _md_stat(*hit.iloc[0][
+                    ["md", "ci_lower", "ci_upper", "n"]]))
+            lines.append(f"| {country} | " + " | ".join(cells) + " |")
+        lines += ["", "### Weakness share (local language vs other languages)", "",
+                  "| country | local | other | local - other |", "|---|---|---|---|"]
+        for r in rep.weakness.to_dict("records"):
+            cells = [_md_stat(r[f"share_{p}"], r[f"{p}_lower"], r[f"{p}_upper"], r["n"],
+                              "{:.3f}", False) for p in ("local", "foreign")]
+            cells.append(_md_stat(r["diff"], r["diff_lower"], r["diff_upper"], r["n"], "{:+.3f}"))
+            lines.append(f"| {r['country']} | " + " | ".join(cells) + " |")
+        if rep.movers:
+            lines += ["", "### Moved most against the baseline", "",
+                      "| option | language | baseline | now |", "|---|---|---|---|"]
+            lines += [f"| {_md_cell(m.name_en)} ({_md_cell(m.name_local)}) | {m.language} | "
+                      f"{m.old:.2f} | {m.new:.2f} |" for m in rep.movers]
+        lines.append("")
+    return "\n".join(lines) + "\n"
