@@ -33,13 +33,16 @@ import pandas as pd
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import t as student_t
 
-__all__ = ["STATUSES", "Summary", "complete_units", "coverage", "did_table", "jsd_bits",
-           "jsd_table", "md_table", "nullable", "summarise", "t975"]
+__all__ = ["MIN_CELL_N", "STATUSES", "Summary", "complete_units", "coverage", "did_table",
+           "jsd_bits", "jsd_table", "md_table", "nullable", "summarise", "t975"]
 
 STATUSES = ("ok", "failed", "unparseable", "refused")
 
 BINS = 10
 ALL = "all"
+#: Triplets a cell needs, now and in the baseline, before it is tested: a
+#: t-interval or z from fewer is unreliable with 1..10 integer scores.
+MIN_CELL_N = 5
 
 
 def complete_units(scores: pd.DataFrame, languages: list[str]) -> pd.DataFrame:
