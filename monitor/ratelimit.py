@@ -36,6 +36,8 @@ class RateLimiter:
         self._sleep = sleep
         self._ends: deque[float] = deque()  # end times of finished attempts, oldest first
         self._held = 0  # tokens of attempts still in flight: they never expire
+        self._full_at = -float("inf")  # when a caller last found the window full
+        self._last_grant = -float("inf")
         self._ended = asyncio.Event()
         self._lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(max_concurrency)
@@ -46,14 +48,26 @@ class RateLimiter:
                 now = self._clock()
                 while self._ends and now - self._ends[0] >= WINDOW_S:
                     self._ends.popleft()
-                if len(self._ends) + self._held < self.rpm:
+                free = len(self._ends) + self._held < self.rpm
+                if not free:
+                    self._full_at = now
+                # Within a window of having been full, grants are paced (see above).
+                paced = now - self._full_at < WINDOW_S
+                turn = self._last_grant + WINDOW_S / self.rpm / 2 if paced else now
+                if free and turn <= now:
                     self._held += 1
+                    self._last_grant = now
                     return
-                if self._ends:
-                    await self._sleep(self._ends[0] + WINDOW_S - now)
-                else:  # every token is in flight: the first to end starts its 60 s
-                    self._ended.clear()
-                    await self._ended.wait()
+                if free:
+                    await self._sleep(turn - now)  # a token is free; its turn is not yet
+                else:
+                    if self._ends:
+                        await self._sleep(self._ends[0] + WINDOW_S - now)
+                    else:  # every token is in flight: the first to end starts its 60 s
+                        self._ended.clear()
+                        await self._ended.wait()
+                    # Waking up to a token the window just freed: saturated from here on.
+                    self._full_at = self._clock()
 
     async def __aenter__(self) -> RateLimiter:
         await self._slots.acquire()

@@ -36,6 +36,7 @@ class Request:
     at: float
     body: dict[str, Any]
     headers: dict[str, str]  # names lower-cased
+    wall: float = 0.0  # time.time() at arrival (for readers in other processes)
 
     @property
     def system(self) -> str:
@@ -74,7 +75,7 @@ class OpenAIServer(LocalServer):
         class Handler(QuietHandler):
             def do_POST(self) -> None:
                 req = Request(time.monotonic(), json.loads(self.body() or b"{}"),
-                              self.lower_headers())
+                              self.lower_headers(), time.time())
                 with outer._lock:
                     outer.requests.append(req)
                 reply = outer.responder(req)
@@ -103,17 +104,31 @@ def _main() -> None:
     """`python -m tests.openai_server --delay 0.2`: serve scored answers until killed
     (used by the benchmarks, which need the server in another process)."""
     import argparse
+    from http.server import ThreadingHTTPServer
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--delay", type=float, default=0.2)
+    ap.add_argument("--log-arrivals", metavar="PATH", default=None,
+                    help="append each request's arrival time (unix seconds) to PATH, one a "
+                         "line: server-side timestamps for the rate-limit benchmark")
     args = ap.parse_args()
+    log = open(args.log_arrivals, "a", buffering=1) if args.log_arrivals else None  # noqa: SIM115
+    log_lock = threading.Lock()
 
     def answer(req: Request) -> Reply:
+        if log is not None:
+            # time.time() at the arrival of the whole request, not monotonic: the
+            # benchmark reads it from another process.
+            with log_lock:
+                log.write(f"{req.wall:.6f}\n")
         names = options_in(req.user)
         block = {lab: {"score": 5 + i, "strengths": ["x"], "weaknesses": ["y"]}
                  for i, lab in enumerate(names)}
         return Reply(json.dumps(block), delay_s=args.delay)
 
+    # The stdlib's listen backlog of 5 drops connections when a benchmark opens
+    # 32+ at once (httpx then fails with ReadError); only this process is affected.
+    ThreadingHTTPServer.request_queue_size = 1024
     server = OpenAIServer(answer)
     print(server.port, flush=True)
     server.httpd.serve_forever()
