@@ -70,7 +70,8 @@ class MetricsState:
         with self._lock:
             snap = self._snap
             changes: dict[str, dict[Any, Any]] = {}
-            for name in ("md", "drift", "jsd", "alert", "coverage", "probes", "tokens"):
+            for name in ("md", "drift", "jsd", "alert", "coverage", "probes", "tokens",
+                         "weakness_share"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items()
                                  if k[0] != endpoint}
                 changes[name].update(getattr(new, name))

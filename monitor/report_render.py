@@ -51,7 +51,8 @@ def _cell(value: Any, lo: Any, hi: Any, n: Any, *, fmt: str = "{:+.2f}",
     sig = (signed_test and a is not None and b is not None and (a > 0 or b < 0)
            and int(n) >= MIN_CELL_N)
     ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else " [n/a]"
-    attrs = f'data-value="{v!r}" data-lo="{a!r}" data-hi="{b!r}" data-n="{int(n)}"'
+    lo_s, hi_s = ("nan", "nan") if a is None or b is None else (repr(a), repr(b))
+    attrs = f'data-value="{v!r}" data-lo="{lo_s}" data-hi="{hi_s}" data-n="{int(n)}"'
     mark, cls = ("*", ' class="sig"') if sig else ("", "")
     return f"<td {attrs}{cls}>{fmt.format(v)}{mark}<small>{ci} n={int(n)}</small></td>"
 
