@@ -170,8 +170,9 @@ def _option(label: str, v: Any) -> ParsedOption | None:
         return None
 
     def count(keys: tuple[str, ...]) -> int | None:
+        # Blank items ("", "...") are placeholders copied from the prompt, not points.
         lists = [folded[k] for k in keys if isinstance(folded.get(k), list)]
-        return len(lists[0]) if lists else None
+        return (sum(1 for x in lists[0] if str(x).strip(" .…")) if lists else None)
 
     return ParsedOption(label, score, count(_STRENGTH_KEYS), count(_WEAKNESS_KEYS))
 

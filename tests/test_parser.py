@@ -64,6 +64,15 @@ def test_fenced_json_with_strength_and_weakness_counts() -> None:
     assert r.options["C"] == ParsedOption("C", 8.0, None, None)  # not a list / missing
 
 
+def test_placeholder_items_copied_from_the_prompt_are_not_counted() -> None:
+    block = {"A": {"score": 7, "strengths": ["...", "big campus", ""], "weaknesses": ["…"]},
+             "B": {"score": 5, "strengths": [], "weaknesses": ["cost", " "]},
+             "C": {"score": 6, "strengths": ["x"], "weaknesses": ["y"]}}
+    r = parse_answer(fence(block), NAMES["en"], [])
+    assert r.options["A"] == ParsedOption("A", 7.0, 1, 0)
+    assert r.options["B"] == ParsedOption("B", 5.0, 0, 1)
+
+
 @pytest.mark.parametrize("template", [
     "Harvard (founded 1636) ranks 4th; Tokyo has 14 million people.\n@\nGood luck!",
     "```\n@\n```", "```JSON @```", "Scores: @ (out of 10, 2024 data)",
