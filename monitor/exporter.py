@@ -71,9 +71,9 @@ class BiasCollector(Collector):
                      {k: float(v) for k, v in s.comparable.items()})
         yield _gauge("budget_exhausted", "1 if the daily budget stopped runs, else 0.",
                      ["endpoint"], {k: float(v) for k, v in s.budget_exhausted.items()})
-        yield _gauge("weakness_share", "Share of weaknesses among the points listed, by "
-                     "locality of the option.", ["endpoint", "country", "locality"],
-                     s.weakness_share)
+        yield _gauge("weakness_share", "Share of weaknesses among the points listed for a "
+                     "country's options, in its own language (local) or the others (foreign).",
+                     ["endpoint", "country", "locality"], s.weakness_share)
         probes = CounterMetricFamily(P + "probes", "Probe calls by outcome.",
                                      labels=["endpoint", "status"])
         for (ep, status), n in sorted(s.probes.items()):
