@@ -114,6 +114,12 @@ def _report(args: argparse.Namespace) -> int:
     return report_command(args)
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from monitor.plan import plan_command
+
+    return plan_command(args)
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -239,6 +245,23 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", type=Path, default=None, metavar="PATH")
         p.add_argument("--endpoint", action="append", metavar="NAME")
         p.set_defaults(func=_baseline)
+
+    pl = sub.add_parser("plan", help="triplets per run, CUSUM h and cost to detect a shift",
+                        description="Size the runs: the triplets per run, CUSUM h and k, calls "
+                        "and cost per day needed to detect a shift of --delta within "
+                        "--within-runs runs at a tolerated false-alarm rate (docs/plan.md).")
+    pl.add_argument("--config", type=Path, default=None, metavar="PATH")
+    pl.add_argument("--endpoint", action="append", metavar="NAME",
+                    help="only this endpoint (repeatable; default: all)")
+    pl.add_argument("--sd", metavar="X", help="sd of the paired differences (default: "
+                    "estimated from the endpoint's baseline runs)")
+    pl.add_argument("--delta", metavar="X", help="smallest MD shift to detect, in points "
+                    "(default thresholds.drift_md_points)")
+    pl.add_argument("--false-alarms-per-100", metavar="X",
+                    help="tolerated false pages per 100 runs (default 1)")
+    pl.add_argument("--within-runs", metavar="N", help="detection delay wanted (default 3)")
+    pl.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    pl.set_defaults(func=_plan)
     return ap
 
 

@@ -1,0 +1,333 @@
+"""`monitor plan`: the run size and CUSUM h that meet a drift-detection target.
+
+Numbers come from a seeded (deterministic) vectorised simulation of the
+daemon's detector per pooled country cell WITH baseline estimation error: a
+run's cell mean of n_c differences ~ N(mu, sd^2/n_c), its sd from a
+chi-square, the baseline B such runs pooled; watch.py's rules (MIN_CELL_N, SE
+floor), drift.py's z, k, Z_CLIP, CUSUM and states (a numpy replica of
+drift.step). bench/stat_validation.py checks it against the full generator
+(docs/plan.md). For each run size, h = the smallest of H_GRID meeting the
+false-page target (all cells); the plan is the smallest size at which a shift
+of --delta pages within --within-runs runs with p >= 0.8 in the worst cell.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from monitor.catalog import Catalog
+from monitor.drift import CALM_RUNS, CALM_Z, K_MIN, Z_CLIP
+from monitor.errors import UsageError
+
+__all__ = ["H_GRID", "N_GRID", "Cells", "Plan", "cell_shares", "make_plan", "plan_command",
+           "sd_from_md", "simulate"]
+
+H_GRID = np.arange(0.5, 16.01, 0.5)
+N_GRID = (10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 150, 180, 200, 250, 300, 350, 400, 500,
+          600, 800, 1000, 1200, 1500, 2000, 3000, 5000, 8000)
+POWER = 0.8
+MIN_CELL_N = 5  # monitor.watch.MIN_CELL_N (not imported: watch pulls in the LLM client)
+SEED = 20261129
+REPS, RUNS, PRE = 400, 100, 5  # false alarms: 400 baselines x 100 runs; shift after 5 runs
+
+
+class Cells(NamedTuple):
+    """The pooled country cells, each one's share of a run's triplets, the population."""
+
+    names: list[str]
+    shares: list[float]
+    population: int
+
+
+def cell_shares(catalog: Catalog, scenarios: list[str], languages: list[str]) -> Cells:
+    trips = [(s, t) for s in scenarios for t in catalog.scenarios[s].triplets()]
+    names = [c for lang in languages for c in catalog.languages.get(lang, ())]
+    counts = dict.fromkeys(names, 0)
+    for scen, t in trips:
+        for country in {catalog.option(scen, o).country for o in t.option_ids}:
+            if country in counts:
+                counts[country] += 1
+    return Cells(names, [counts[c] / max(1, len(trips)) for c in names], len(trips))
+
+
+def sd_from_md(md: Any) -> float:
+    """Pooled sd of the per-triplet differences d from md_table's pooled cells."""
+    rows = md[(md["scenario"] == "all") & (md["n"] >= 2)]
+    dof = float((rows["n"] - 1).sum())
+    return math.sqrt(((rows["n"] - 1) * rows["se"] ** 2 * rows["n"]).sum() / dof) if (
+        dof > 0) else math.nan
+
+
+def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, base_runs: int,
+             drift_points: float, min_runs_firing: int, runs: int = RUNS, reps: int = REPS,
+             shift_at: int = 0, seed: int = SEED) -> np.ndarray:
+    """FIRING entries, shape (h, rep, run, cell): the daemon's detector on normal data."""
+    rng = np.random.default_rng(seed)
+    n = np.asarray(n_cell, float)[None, :]
+    nb = n * base_runs
+    shape = (reps, n.shape[1])
+    valid = (n >= MIN_CELL_N) & (nb >= MIN_CELL_N)
+    md_b = rng.standard_normal(shape) * sd / np.sqrt(nb)
+    se_b = sd * np.sqrt(rng.chisquare(np.maximum(nb - 1, 1), shape) / np.maximum(nb - 1, 1)
+                        / nb)
+    H = len(hs)
+    h = np.asarray(hs, float)[:, None, None]
+    s_plus, s_minus, alarm_runs, calm_runs = (np.zeros((H, *shape)) for _ in range(4))
+    state = np.zeros((H, *shape), np.int8)  # 0 ok, 1 pending, 2 firing
+    fired = np.zeros((H, reps, runs, n.shape[1]), bool)
+    for t in range(runs):
+        mu = shift if t >= shift_at else 0.0
+        md = mu + rng.standard_normal(shape) * sd / np.sqrt(n)
+        dof = np.maximum(n - 1, 1)
+        se = sd * np.sqrt(rng.chisquare(dof, shape) / dof / n)
+        se = np.maximum(se, se_b * np.sqrt(nb / n))
+        sigma = np.sqrt(se**2 + se_b**2)
+        z = (md - md_b) / sigma
+        k = np.maximum(K_MIN, drift_points / (2 * sigma))
+        zc = np.clip(z, -Z_CLIP, Z_CLIP)
+        new_plus = np.where(valid, np.maximum(0.0, s_plus + zc - k), s_plus)
+        new_minus = np.where(valid, np.maximum(0.0, s_minus - zc - k), s_minus)
+        hot = np.maximum(new_plus, new_minus) > h
+        alarm_runs = np.where(valid, np.where(hot, alarm_runs + 1, 0), alarm_runs)
+        calm_runs = np.where(valid, np.where(np.abs(z) < CALM_Z, calm_runs + 1, 0), calm_runs)
+        new = np.where(valid & (state == 0) & hot, 1, state)
+        new = np.where(valid & (new > 0) & (alarm_runs >= min_runs_firing), 2, new)
+        new = np.where(valid & (state > 0) & (calm_runs >= CALM_RUNS), 0, new)
+        reset = (new == 0) & (state > 0)
+        s_plus, s_minus = np.where(reset, 0.0, new_plus), np.where(reset, 0.0, new_minus)
+        alarm_runs = np.where(reset, 0, alarm_runs)
+        fired[:, :, t] = (new == 2) & (state != 2)
+        state = new.astype(np.int8)
+    return fired
+
+
+@dataclass(frozen=True)
+class Plan:
+    triplets_per_run: int | None
+    h: float | None
+    false_alarms_per_100: float | None
+    p_detect: float | None
+    per_cell: dict[str, float]
+    k: tuple[float, float] | None  # over the cells: k depends on the cell's SE
+    base_runs: int
+    reachable: bool
+
+
+def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float,
+             within: int, drift_points: float, min_runs_firing: int, auto: int | None,
+             hs: np.ndarray = H_GRID) -> tuple[float | None, float | None, float | None]:
+    """(h, false pages per 100 runs at h, P(detect delta) in the worst cell) at size n_run."""
+    n = np.array([max(1, round(n_run * s)) for s in cells.shares])
+    base_runs = _base_runs(n_run, auto)
+    fire = simulate(n, sd, shift=0.0, hs=hs, base_runs=base_runs, drift_points=drift_points,
+                    min_runs_firing=min_runs_firing)
+    fa = fire.sum(axis=(2, 3)).mean(axis=1) / RUNS * 100  # per h
+    ok = np.nonzero(fa <= fa_target)[0]
+    if not len(ok):
+        return None, None, None
+    i = int(ok[0])
+    det = simulate(n, sd, shift=delta, hs=hs[i:i + 1], base_runs=base_runs,
+                   drift_points=drift_points, min_runs_firing=min_runs_firing,
+                   runs=PRE + within, shift_at=PRE)[0]
+    clean = ~det[:, :PRE].any(axis=1)  # a cell already paging before the shift is no test
+    hit = det[:, PRE:].any(axis=1)
+    p = (hit & clean).sum(axis=0) / np.maximum(1, clean.sum(axis=0))
+    return float(hs[i]), float(fa[i]), float(p.min())  # the worst cell
+
+
+def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: int, *,
+              drift_points: float, min_runs_firing: int,
+              auto_min_triplets: int | None) -> Plan:
+    """The smallest triplets per run on N_GRID (capped at the population) meeting both."""
+    if not math.isfinite(sd) or sd <= 0:
+        raise UsageError(f"sd of paired differences must be a positive number, got {sd}")
+    if within < min_runs_firing:
+        raise UsageError(f"--within-runs {within} is shorter than alerts.min_runs_firing "
+                         f"({min_runs_firing}): a page needs that many runs")
+    # Beyond the size where the largest cell's k nears Z_CLIP the CUSUM cannot climb
+    # (z is clipped at Z_CLIP): detection is not monotone there, so the search stops.
+    grid = [n for n in sorted({min(n, cells.population) for n in N_GRID})
+            if _k(drift_points, sd, n * max(cells.shares), _base_runs(n, auto_min_triplets))
+            <= Z_CLIP - 0.5] or [N_GRID[0]]
+    best: tuple[int, float, float, float] | None = None
+    lo, hi = 0, len(grid) - 1
+    while lo <= hi:  # detection grows with the run size: bisect the grid
+        mid = (lo + hi) // 2
+        h, fa, p = evaluate(grid[mid], cells, sd, delta, fa_target, within, drift_points,
+                            min_runs_firing, auto_min_triplets)
+        if p is not None and p >= POWER:
+            best, hi = (grid[mid], h or 0.0, fa or 0.0, p), mid - 1
+        else:
+            lo = mid + 1
+    if best is None:
+        return Plan(None, None, None, None, {}, None, 0, False)
+    n_run, h, fa, p = best
+    b = _base_runs(n_run, auto_min_triplets)
+    n = [max(1, round(n_run * s)) for s in cells.shares]
+    ks = [_k(drift_points, sd, c, b) for c in n]
+    return Plan(n_run, h, fa, p, dict(zip(cells.names, [float(c) for c in n], strict=True)),
+                (round(min(ks), 2), round(max(ks), 2)), b, True)
+
+
+def _k(drift_points: float, sd: float, n_cell: float, base_runs: int) -> float:
+    """drift.py's k for a cell of n_cell triplets per run (sigma with the baseline's SE)."""
+    return max(K_MIN, drift_points * math.sqrt(n_cell) / (2 * sd * math.sqrt(1 + 1 / base_runs)))
+
+
+def _base_runs(n_run: int, auto_min_triplets: int | None) -> int:
+    return max(1, math.ceil(auto_min_triplets / n_run)) if auto_min_triplets else 10
+
+
+def one_shot_n(sd: float, delta: float) -> int:
+    """Triplets containing the country for one two-sided test, alpha .05, power .8."""
+    return math.ceil(((1.959964 + 0.841621) * sd / delta) ** 2)
+
+
+def _number(text: str | None, flag: str, default: float, *, whole: bool = False) -> float:
+    if text is None:
+        return default
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not a {'whole ' if whole else ''}number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{flag} must be positive, got {text}")
+    return value
+
+
+def _runs_per_day(settings: Any, source: Any) -> float:
+    from monitor.config import parse_every
+
+    if settings.schedule.every:
+        return 86400 / parse_every(settings.schedule.every)
+    from monitor.scheduler import make_trigger, period_seconds  # the apscheduler module
+
+    return 86400 / period_seconds(make_trigger(settings, source))
+
+
+def _stored(store: Any, endpoint: str, catalog: Catalog,
+            need_sd: bool) -> tuple[float | None, str, dict[str, float | None]]:
+    """sd from the endpoint's baseline runs, and the mean tokens / cost of its ok calls."""
+    row = store.query("SELECT avg(input_tokens), avg(output_tokens), avg(cost_usd) FROM "
+                      "probe_calls WHERE endpoint = ? AND status = 'ok'", [endpoint])[0] if (
+        store is not None) else (None, None, None)
+    usage = dict(zip(("input_tokens", "output_tokens", "cost_usd"), row, strict=True))
+    if not need_sd:
+        return None, "--sd", usage
+    base = store.baseline(endpoint) if store is not None else None
+    if base is None:
+        raise UsageError(f"endpoint {endpoint}: no baseline to estimate the sd from; pass --sd "
+                         "or set one with `monitor baseline set --latest N`")
+    from monitor.stats import md_table
+
+    runs = [r for r in (store.get_run(x) for x in base["run_ids"]) if r is not None]
+    langs = runs[0].languages if runs else list(catalog.languages)
+    local = {lang: list(c) for lang, c in catalog.languages.items()}
+    sd = sd_from_md(md_table(store.scores_frame(base["run_ids"]), langs, local))
+    if not math.isfinite(sd) or sd <= 0:
+        raise UsageError(f"endpoint {endpoint}: the baseline has too few complete triplets to "
+                         "estimate the sd; pass --sd or set a larger baseline")
+    return sd, f"baseline ({len(runs)} runs, {sum(r.triplets for r in runs)} triplets)", usage
+
+
+def _cost(ep: Any, usage: dict[str, float | None]) -> tuple[float | None, str]:
+    """USD per call: configured prices x mean stored tokens, else the stored cost."""
+    price, tin, tout = ep.cost_per_1k_tokens, usage["input_tokens"], usage["output_tokens"]
+    if price.input is not None and tin is not None:
+        per_call = (tin * price.input + (tout or 0.0) * (price.output or 0.0)) / 1000
+        return per_call, "cost_per_1k_tokens x mean stored tokens per call"
+    if price.input is None and usage["cost_usd"] is not None:
+        return usage["cost_usd"], "mean stored cost per call (provider pricing)"
+    return None, ("unknown: no stored calls to measure tokens per call" if price.input
+                  is not None else "unknown: set cost_per_1k_tokens or run probes first")
+
+
+def plan_command(args: Any) -> int:
+    import json
+
+    from monitor.catalog import load_catalog
+    from monitor.config import load_settings
+    from monitor.store import Store
+
+    settings, source = load_settings(args.config)
+    t, s, mrf = settings.thresholds, settings.sampling, settings.alerts.min_runs_firing
+    sd_arg = _number(args.sd, "--sd", math.nan) if args.sd is not None else None
+    delta = _number(args.delta, "--delta", t.drift_md_points)
+    fa = _number(args.false_alarms_per_100, "--false-alarms-per-100", 1.0)
+    within = int(_number(args.within_runs, "--within-runs", 3, whole=True))
+    endpoints = [settings.endpoint(n) for n in args.endpoint or [e.name for e in
+                                                                   settings.endpoints]]
+    catalog = load_catalog(settings.catalog.path)
+    cells = cell_shares(catalog, s.scenarios, s.languages)
+    per_day = _runs_per_day(settings, source)
+    # Never create a database just to plan: only an existing file is read.
+    store = Store(settings.storage.path) if settings.storage.path.is_file() else None
+    auto = settings.baseline.auto_min_triplets
+    out = []
+    for ep in endpoints:
+        sd, sd_source, usage = _stored(store, ep.name, catalog, sd_arg is None)
+        sd = sd_arg if sd_arg is not None else sd
+        assert sd is not None
+        # k is half the design shift (statistics.md): the plan designs for --delta.
+        p = make_plan(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
+                      auto_min_triplets=auto)
+        _, fa_now, p_now = evaluate(s.triplets_per_run, cells, sd, delta, math.inf, within,
+                                    t.drift_md_points, mrf, auto, hs=np.array([t.cusum_h]))
+        calls = round((p.triplets_per_run or 0) * len(s.languages) * per_day)
+        per_call, note = _cost(ep, usage)
+        tokens = (None if usage["input_tokens"] is None
+                  else usage["input_tokens"] + (usage["output_tokens"] or 0.0))
+        out.append({
+            "endpoint": ep.name, "sd": round(sd, 4), "sd_source": sd_source, "delta": delta,
+            "false_alarms_per_100_target": fa, "within_runs": within, "power": POWER,
+            "reachable": p.reachable, "triplets_per_run": p.triplets_per_run,
+            "triplets_per_cell": p.per_cell,
+            "smallest_cell": min(p.per_cell, key=p.per_cell.__getitem__) if p.per_cell else None,
+            "cusum": {"h": p.h, "k_min": p.k and p.k[0], "k_max": p.k and p.k[1],
+                      "drift_md_points": delta, "baseline_runs": p.base_runs},
+            "expected": {"false_alarms_per_100": p.false_alarms_per_100, "p_detect":
+                         None if p.p_detect is None else round(p.p_detect, 3)},
+            "current": {"triplets_per_run": s.triplets_per_run, "h": t.cusum_h,
+                        "drift_md_points": t.drift_md_points,
+                        "false_alarms_per_100": fa_now, "p_detect": p_now},
+            "languages": len(s.languages), "runs_per_day": round(per_day, 3),
+            "calls_per_day": calls if p.reachable else None,
+            "mean_tokens_per_call": None if tokens is None else round(tokens, 1),
+            "cost_per_day_usd": None if per_call is None or not p.reachable
+            else round(calls * per_call, 4), "cost_note": note,
+            "one_shot_triplets_per_cell": one_shot_n(sd, delta),
+            "method": "seeded vectorised CUSUM simulation with baseline estimation error"})
+    print(json.dumps({"plans": out}, indent=2) if args.json else
+          "\n\n".join(_text(r) for r in out))
+    return 0
+
+
+def _text(r: dict[str, Any]) -> str:
+    c, now, e = r["cusum"], r["current"], r["expected"]
+    lines = [f"endpoint {r['endpoint']}: sd of paired differences {r['sd']:.3f} "
+             f"({r['sd_source']})", f"  target: dMD >= {r['delta']:g} paged (FIRING) within "
+             f"{r['within_runs']} runs with p >= {r['power']:g} in every country cell, <= "
+             f"{r['false_alarms_per_100_target']:g} false pages per 100 runs"]
+    cost = (f"${r['cost_per_day_usd']:.2f} ({r['cost_note']})"
+            if r["cost_per_day_usd"] is not None else r["cost_note"])
+    lines += [f"  triplets per run: {r['triplets_per_run']}", "  per country cell: " + ", ".join(
+        f"{k} {v:g}" for k, v in r["triplets_per_cell"].items()) + f" (smallest: "
+        f"{r['smallest_cell']})", f"  CUSUM: h = {c['h']:g}, k = {c['k_min']:g}..{c['k_max']:g}"
+        f" (z units; thresholds.drift_md_points = {c['drift_md_points']:g}), baseline "
+        f"{c['baseline_runs']} runs: {e['false_alarms_per_100']:g} false pages per 100 runs, "
+        f"p(detect) = {e['p_detect']:g}", f"  calls per day: {r['calls_per_day']} "
+        f"({r['triplets_per_run']} x {r['languages']} languages x {r['runs_per_day']:g} "
+        f"runs/day)", f"  cost per day: {cost}"] if r["reachable"] else [
+        "  not reachable with any run size up to the catalog's population"]
+    if now["drift_md_points"] != c["drift_md_points"]:
+        lines.append(f"  note: the config has thresholds.drift_md_points = "
+                     f"{now['drift_md_points']:g}; set it to {c['drift_md_points']:g} for this k")
+    return "\n".join([*lines, f"  now: {now['triplets_per_run']} triplets/run, h = "
+                       f"{now['h']:g}: {now['false_alarms_per_100']:g} false pages per 100 runs,"
+                       f" p(detect) = {now['p_detect']:g}",
+                       f"  one-shot test for comparison: {r['one_shot_triplets_per_cell']} "
+                       "triplets containing the country"])

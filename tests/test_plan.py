@@ -1,0 +1,120 @@
+"""`monitor plan`: run size, CUSUM h and cost from sd, delta and the targets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from monitor.catalog import Catalog
+from monitor.cli import main
+from monitor.plan import cell_shares, make_plan, one_shot_n, simulate
+from tests.helpers import write_config
+
+SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 100000,
+       "params": {"bias_points": {"CN": 0.6, "KR": 0.3}, "noise_sd": 1.0, "seed": 3},
+       "cost_per_1k_tokens": {"input": 0.5, "output": 1.5}}
+LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
+SCEN = ["university", "relocation", "travel"]
+
+
+def _plan(cfg: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
+    assert main(["plan", "--config", str(cfg), "--json", *extra]) == 0
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_engine_matches_the_closed_form_one_shot_power() -> None:
+    # statistics.md: n = ((z.975 + z.8) sd / delta)^2 = 71 for sd 1.5, delta 0.5.
+    n = one_shot_n(1.5, 0.5)
+    assert n == 71
+    # One run, one alarm enough, a baseline so long its error vanishes, k = K_MIN = 0.5
+    # and h = 1.96 - k: the CUSUM alarms exactly when z > 1.96, i.e. the one-shot test,
+    # whose power at that n is 0.8 (a little less: the run's SE is floored by the
+    # baseline's sd, as the daemon does).
+    fired = simulate(np.array([n]), 1.5, shift=0.5, hs=np.array([1.96 - 0.5]),
+                     base_runs=100_000, drift_points=1e-9, min_runs_firing=1, runs=1,
+                     reps=20_000, seed=1)
+    assert 0.75 <= fired.mean() <= 0.82
+
+
+def test_no_shift_rarely_fires_and_a_higher_h_fires_less() -> None:
+    fired = simulate(np.array([20, 8]), 1.0, shift=0.0, hs=np.array([3.0, 8.0]), base_runs=10,
+                     drift_points=0.3, min_runs_firing=2, runs=100, reps=200)
+    per_100 = fired.sum(axis=(1, 2, 3)) / 200
+    assert per_100[0] > per_100[1] and per_100[1] < 3
+
+
+def test_larger_sd_needs_more_triplets_and_a_smaller_delta_too(
+        shipped_catalog: Catalog) -> None:
+    cells = cell_shares(shipped_catalog, SCEN, LANGS)
+    kw: dict[str, Any] = {"drift_points": 0.3, "min_runs_firing": 2, "auto_min_triplets": None}
+    low = make_plan(cells, 0.8, 0.5, 1.0, 3, **kw)
+    high = make_plan(cells, 1.6, 0.5, 1.0, 3, **kw)
+    small = make_plan(cells, 0.8, 0.35, 1.0, 3, **kw)
+    assert low.reachable and high.reachable and small.reachable
+    assert low.triplets_per_run and high.triplets_per_run and small.triplets_per_run
+    assert high.triplets_per_run > low.triplets_per_run
+    assert small.triplets_per_run > low.triplets_per_run
+    # Detection within 3 runs needs about a one-shot test's worth of triplets per cell
+    # over those runs: not wildly fewer, not wildly more.
+    smallest = min(low.per_cell.values())
+    assert one_shot_n(0.8, 0.5) / 3 <= smallest <= 3 * one_shot_n(0.8, 0.5)
+    assert low.p_detect is not None and low.p_detect >= 0.8
+    assert low.false_alarms_per_100 is not None and low.false_alarms_per_100 <= 1.0
+
+
+def test_json_with_given_sd_and_no_database_created(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, [SIM], schedule={"every": "6h", "cron": None})
+    doc = _plan(cfg, capsys, "--sd", "1.0", "--delta", "0.5")
+    (p,) = doc["plans"]
+    assert p["endpoint"] == "sim" and p["sd_source"] == "--sd" and p["reachable"] is True
+    assert set(p["triplets_per_cell"]) == {"US", "GB", "CA", "AU", "JP", "CN", "FR", "DE", "KR"}
+    assert p["calls_per_day"] == p["triplets_per_run"] * 6 * 4
+    assert p["cusum"]["h"] > 0 and p["cusum"]["k_min"] >= 0.5
+    assert p["cost_per_day_usd"] is None and p["cost_note"].startswith("unknown")
+    assert p["one_shot_triplets_per_cell"] == one_shot_n(1.0, 0.5)
+    assert not (tmp_path / "monitor.duckdb").exists()  # planning never creates a database
+
+
+def test_sd_estimated_from_a_real_probe_runs_baseline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, [SIM], sampling={"triplets_per_run": 40},
+                       schedule={"every": "1d", "cron": None})
+    assert main(["probe", "--once", "--config", str(cfg), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["plan", "--config", str(cfg)]) == 2  # no baseline yet, no --sd
+    assert "no baseline" in capsys.readouterr().err
+    assert main(["baseline", "set", "--latest", "1", "--config", str(cfg)]) == 0
+    capsys.readouterr()
+    (p,) = _plan(cfg, capsys, "--delta", "0.5")["plans"]
+    assert p["sd_source"].startswith("baseline (1 runs, 40 triplets)")
+    # noise_sd 1 on integer scores: sd of d = sqrt(5/6 * (1 + 1/12)) ~ 0.95 per option.
+    assert 0.6 < p["sd"] < 1.3
+    assert p["mean_tokens_per_call"] > 0
+    assert p["cost_per_day_usd"] > 0 and "cost_per_1k_tokens" in p["cost_note"]
+    assert p["calls_per_day"] == p["triplets_per_run"] * 6
+    # The same plan with that sd given by hand: identical (seeded, deterministic).
+    (q,) = _plan(cfg, capsys, "--delta", "0.5", "--sd", str(p["sd"]))["plans"]
+    assert q["triplets_per_run"] == p["triplets_per_run"] and q["cusum"] == p["cusum"]
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--sd", "0"], "--sd must be positive"),
+    (["--sd", "abc"], "--sd 'abc' is not a number"),
+    (["--sd", "1", "--delta", "-0.2"], "--delta must be positive"),
+    (["--sd", "1", "--false-alarms-per-100", "x"], "is not a number"),
+    (["--sd", "1", "--within-runs", "1.5"], "is not a whole number"),
+    (["--sd", "1", "--within-runs", "1"], "min_runs_firing"),
+    (["--sd", "1", "--endpoint", "nope"], "no endpoint named 'nope'"),
+])
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         extra: list[str], words: str) -> None:
+    cfg = write_config(tmp_path, [SIM])
+    assert main(["plan", "--config", str(cfg), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("monitor: error:") and words in err
