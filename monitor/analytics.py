@@ -1,19 +1,15 @@
-"""Statistics over many runs, aggregated inside DuckDB (the history path).
+"""Statistics of many runs at once, aggregated inside DuckDB (the history path).
 
-`monitor/stats.py` computes one run from pandas frames; over a long history
-that is ~30 ms of pivoting per run. Here the same numbers come from one SQL
-GROUP BY over every selected run:
-- MD / DiD: per (run, scenario, country) and pooled ("all"), DuckDB returns
-  n, mean and sample sd of the per-unit paired differences d (and e = DiD);
-  the t-interval is mean +- t975(n-1) * sd / sqrt(n), as in stats.md_table.
-- JSD: DuckDB returns the complete units' scores as integer codes; the
-  per-unit histograms, the permutation null and the cluster bootstrap run in
-  numpy, with the same random draws as stats.jsd_table, batched over runs
-  whose draws coincide (same seed and cell sizes: the common case).
-- Drift: the CUSUM states of monitor/drift.py replayed over the runs in order
-  against a baseline, with the observation rule of monitor/watch.py.
-Results equal stats.md_table / jsd_table within float tolerance
-(tests/test_analytics.py). SQL lives here; duckdb itself only in store.py.
+stats.py computes one run from pandas frames (~50 ms of pivoting per run: an
+hour for a long history); here the same numbers come from one pass:
+- MD / DiD per (run, scenario, country) and pooled: DuckDB returns n, mean and
+  sd of the per-unit paired differences; CI = mean +- t975(n-1) sd / sqrt(n).
+- JSD: DuckDB returns the complete units' scores; the permutation null and the
+  cluster bootstrap run in numpy with the SAME draws as stats.jsd_table,
+  batched over runs whose draws coincide (same seed and cell sizes).
+- Drift: drift.step replayed over the runs against a baseline, as watch does.
+Equal to stats.md_table / jsd_table within float tolerance
+(tests/test_analytics.py). SQL lives here; duckdb only in store.py.
 """
 
 from __future__ import annotations
@@ -31,22 +27,26 @@ from monitor.drift import CellState, Observation, step
 from monitor.stats import jsd_bits, t975
 from monitor.store import Store
 
-__all__ = ["MIN_CELL_N", "drift_replay", "history", "jsd_frame", "md_frame"]
+__all__ = ["HISTORY_COLUMNS", "drift_replay", "history", "jsd_frame", "md_frame"]
 
 MIN_CELL_N = 5  # as monitor.watch.MIN_CELL_N (not imported: watch pulls in run and llm)
 
 MD_COLUMNS = ["run_id", "scenario", "country", "language", "md", "ci_lower", "ci_upper", "se",
               "n", "did", "did_ci_lower", "did_ci_upper"]
+JSD_COLUMNS = ["run_id", "scenario", "language", "jsd_bits", "ci_lower", "ci_upper", "p_value",
+               "n", "plugin_bits", "js_distance_bits", "js_distance_nat"]
+HISTORY_COLUMNS = ["kind", "run_id", "started_at", "scenario", "key", "value", "ci_lower",
+                   "ci_upper", "n", "p_value", "did", "did_ci_lower", "did_ci_upper", "state", "z"]
+_CHUNK = 64  # runs per numpy batch: ~0.5 MB per run and array, so memory stays flat
 
 # Complete units (every language answered, three labels), as stats.complete_units.
 # $1 languages; {where} selects runs (endpoint / since / run ids) from `runs`.
-_UNITS = """
-sel AS (SELECT run_id FROM runs WHERE {where}),
-sc AS (SELECT s.run_id, s.triplet_id, c.scenario, s.label, s.country, s.language, s.score
-       FROM scores s JOIN probe_calls c USING (run_id, triplet_id, language)
+_UNITS = """sel AS (SELECT run_id FROM runs WHERE {where}),
+sc AS MATERIALIZED (SELECT s.run_id, s.triplet_id, c.scenario, s.label, s.country,
+       s.language, s.score FROM scores s JOIN probe_calls c USING (run_id, triplet_id, language)
        WHERE c.status = 'ok' AND s.run_id IN (SELECT run_id FROM sel)
          AND list_contains($1, s.language) AND s.score IS NOT NULL),
-lab AS (SELECT run_id, triplet_id, scenario, label, country, avg(score) AS mean_l
+lab AS MATERIALIZED (SELECT run_id, triplet_id, scenario, label, country, avg(score) AS mean_l
         FROM sc GROUP BY ALL HAVING count(*) = len($1)),
 unit AS (SELECT run_id, triplet_id, min(scenario) AS scenario FROM lab
          GROUP BY run_id, triplet_id HAVING count(*) = 3)
@@ -55,8 +55,7 @@ unit AS (SELECT run_id, triplet_id, min(scenario) AS scenario FROM lab
 # Per unit and country C (with a local language in the run): d = mean over C's
 # options of (score in loc(C) - mean over languages); o = the same for the other
 # options (DiD e = d - o). $2 / $3: countries and their local languages.
-_MD = """
-WITH {units},
+_MD = """WITH {units},
 dev AS (SELECT sc.run_id, sc.triplet_id, sc.scenario, sc.country, sc.language,
                sc.score - lab.mean_l AS dev
         FROM sc JOIN lab USING (run_id, triplet_id, scenario, label, country)
@@ -77,11 +76,13 @@ SELECT grp, CASE WHEN grouping(scenario) = 1 THEN 'all' ELSE scenario END AS sce
 FROM per GROUP BY GROUPING SETS ((grp, scenario, country), (grp, country))
 """
 
-_JSD_UNITS = "WITH {units} SELECT run_id, scenario FROM unit ORDER BY run_id, triplet_id"
-_JSD_SCORES = """WITH {units}
-SELECT dense_rank() OVER (ORDER BY run_id, triplet_id) - 1 AS u,
-       list_position($1, language) - 1 AS li, score
-FROM sc JOIN unit USING (run_id, triplet_id)"""
+# Units numbered in stats' order (sorted run/triplet) on the small unit table,
+# then the scores carry that number: no sort of the scores themselves.
+_JSD_UNITS = """CREATE OR REPLACE TEMP TABLE jsd_units AS WITH {units}
+SELECT run_id, triplet_id, scenario, row_number() OVER (ORDER BY run_id, triplet_id) - 1 AS u
+FROM unit"""
+_JSD_SCORES = """SELECT j.u, list_position($1, s.language) - 1 AS li, s.score
+FROM scores s JOIN jsd_units j USING (run_id, triplet_id) WHERE list_contains($1, s.language)"""
 
 
 def _where(endpoint: str | None, since: datetime | None, run_ids: Sequence[str] | None,
@@ -96,19 +97,14 @@ def _where(endpoint: str | None, since: datetime | None, run_ids: Sequence[str] 
     return " AND ".join(parts), params
 
 
-def _local(languages: Sequence[str], local: Mapping[str, Sequence[str]]) -> tuple[list[str],
-                                                                                  list[str]]:
-    pairs = [(c, lang) for lang in languages for c in local.get(lang, [])]
-    return [c for c, _ in pairs], [lang for _, lang in pairs]
-
-
 def md_frame(store: Store, languages: Sequence[str], local: Mapping[str, Sequence[str]], *,
              endpoint: str | None = None, since: datetime | None = None,
              run_ids: Sequence[str] | None = None, pooled: bool = False) -> pd.DataFrame:
     """stats.md_table per run (run_id column), or over all selected runs pooled
     (run_id "pooled", like md_table of their concatenated scores)."""
     where, params = _where(endpoint, since, run_ids, 3)
-    countries, locs = _local(languages, local)
+    pairs = [(c, lang) for lang in languages for c in local.get(lang, [])]
+    countries, locs = [c for c, _ in pairs], [lang for _, lang in pairs]
     sql = _MD.format(units=_UNITS.format(where=where), grp="'pooled'" if pooled else "uc.run_id")
     agg = store.frame(sql, [list(languages), countries, locs, *params])
     lang_of = dict(zip(countries, locs, strict=True))
@@ -135,18 +131,15 @@ def jsd_frame(store: Store, languages: Sequence[str], seeds: Mapping[str, int], 
     """stats.jsd_table of every selected run (run_id column), each with its seed."""
     where, params = _where(endpoint, since, run_ids, 1)
     args = [list(languages), *params]
-    with store.session():
-        units = store.frame(_JSD_UNITS.format(units=_UNITS.format(where=where)), args)
-        scores = store.frame(_JSD_SCORES.format(units=_UNITS.format(where=where)), args)
+    with store.session():  # one connection: the temp table lives as long as it
+        store.query(_JSD_UNITS.format(units=_UNITS.format(where=where)), args)
+        units = store.frame("SELECT run_id, scenario FROM jsd_units ORDER BY u")
+        scores = store.frame(_JSD_SCORES, [list(languages)])
+        store.query("DROP TABLE jsd_units")
     return _jsd_runs(units["run_id"].to_numpy(), units["scenario"].to_numpy(),
                     scores["u"].to_numpy(np.int64), scores["li"].to_numpy(np.int64),
                     scores["score"].to_numpy(float), list(languages), seeds,
                     n_perm=n_perm, n_boot=n_boot)
-
-
-def _records(df: Any) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = df.to_dict("records")
-    return rows
 
 
 def drift_replay(md: pd.DataFrame, base: pd.DataFrame, order: Sequence[str], *,
@@ -155,22 +148,22 @@ def drift_replay(md: pd.DataFrame, base: pd.DataFrame, order: Sequence[str], *,
     """The alert state and z of every (run, scenario, country) after that run,
     replaying drift.step over `order` as monitor.watch.evaluate would."""
     t, a = thresholds or Thresholds(), alerts or Alerts()
-    ref = {(r["scenario"], r["country"]): r for r in _records(base)}
-    by_run: dict[str, list[dict[str, Any]]] = {}
-    for r in _records(md):
-        by_run.setdefault(str(r["run_id"]), []).append(r)
+    cols = ["run_id", "scenario", "country", "n", "se", "md", "ci_lower", "ci_upper"]
+    ref = {(r[0], r[1]): r for r in zip(*(base[c].tolist() for c in cols[1:]), strict=True)}
+    by_run: dict[str, list[tuple[Any, ...]]] = {}
+    for row in zip(*(md[c].tolist() for c in cols), strict=True):  # tuples: 10x to_dict
+        by_run.setdefault(str(row[0]), []).append(row)
     cells: dict[tuple[str, str], CellState] = {}
     rows: list[tuple[str, str, str, str, float | None]] = []
     for run_id in order:
-        for r in by_run.get(run_id, []):
-            key = (str(r["scenario"]), str(r["country"]))
+        for _, scen, country, n, se, value, lo, hi in by_run.get(run_id, []):
+            key = (str(scen), str(country))
             b = ref.get(key)
             obs = None
-            if (b is not None and r["n"] >= MIN_CELL_N and b["n"] >= MIN_CELL_N
-                    and math.isfinite(r["se"]) and math.isfinite(b["se"])):
-                se_now = max(r["se"], b["se"] * math.sqrt(b["n"] / r["n"]))  # as watch.evaluate
-                obs = Observation(r["md"], se_now, r["ci_lower"], r["ci_upper"], int(r["n"]),
-                                  b["md"], b["se"])
+            if (b is not None and n >= MIN_CELL_N and b[2] >= MIN_CELL_N
+                    and math.isfinite(se) and math.isfinite(b[3])):
+                se_now = max(se, b[3] * math.sqrt(b[2] / n))  # as watch.evaluate
+                obs = Observation(value, se_now, lo, hi, int(n), b[4], b[3])
             new = step(cells.get(key, CellState()), obs, drift_points=t.drift_md_points,
                        h=t.cusum_h, md_threshold=t.md_points, min_runs_firing=a.min_runs_firing)
             cells[key] = new
@@ -182,14 +175,13 @@ def history(store: Store, endpoint: str, since: datetime | None = None, *,
             local: Mapping[str, Sequence[str]] | None = None,
             baseline_runs: Sequence[str] | None = None, jsd: bool = True,
             thresholds: Thresholds | None = None, alerts: Alerts | None = None) -> pd.DataFrame:
-    """Every run of `endpoint` (started at or after `since`), recomputed: one row
-    per MD cell (kind "md": key = country, value = MD, DiD, alert state and z
-    against the baseline) and, with jsd=True, per JSD cell (kind "jsd": key =
-    language, value = excess JSD bits, p_value). Columns: kind, run_id,
-    started_at, scenario, key, value, ci_lower, ci_upper, n, p_value, did,
-    did_ci_lower, did_ci_upper, state, z. Baseline: `baseline_runs`, else the
-    endpoint's active baseline, else its first 10 finished runs; baseline runs
-    get no state. Runs with another language set than the latest are skipped."""
+    """Every finished run of `endpoint` started at or after `since`, recomputed:
+    rows of kind "md" (key = country; value = MD with CI and n, DiD, and the
+    alert state and z after that run against the baseline) and, with jsd=True,
+    "jsd" (key = language or "overall"; value = excess bits, CI, p_value).
+    Columns: HISTORY_COLUMNS. Baseline: `baseline_runs`, else the active one,
+    else the first 10 runs (they get no state). Runs asked in other languages
+    than the latest run are left out."""
     if local is None:
         from monitor.catalog import load_catalog
 
@@ -197,64 +189,60 @@ def history(store: Store, endpoint: str, since: datetime | None = None, *,
     runs = [r for r in store.runs(endpoint) if r.finished_at is not None
             and r.status in ("complete", "partial")]
     if not runs:
-        return pd.DataFrame(columns=_HISTORY_COLUMNS)
+        return pd.DataFrame(columns=HISTORY_COLUMNS)
     languages = runs[-1].languages
     runs = [r for r in runs if r.languages == languages]
     if baseline_runs is None:
         active = store.baseline(endpoint)
         baseline_runs = active["run_ids"] if active else [r.run_id for r in runs[:10]]
     started = {r.run_id: r.started_at for r in runs}
-    shown = [r.run_id for r in runs if since is None or r.started_at >= since]
-    md = md_frame(store, languages, local, endpoint=endpoint, since=since)
-    md = md[md["run_id"].isin(started)]
-    base = md_frame(store, languages, local, run_ids=baseline_runs, pooled=True)
     in_base = set(baseline_runs)
-    states = drift_replay(md, base, [r for r in shown if r not in in_base],
-                          thresholds=thresholds, alerts=alerts)
-    md = md.merge(states, on=["run_id", "scenario", "country"], how="left")
-    parts = [md.rename(columns={"country": "key", "md": "value"}).assign(kind="md",
-                                                                         p_value=np.nan)]
-    if jsd:
-        j = jsd_frame(store, languages, {r.run_id: r.seed for r in runs}, endpoint=endpoint,
-                      since=since)
-        j = j[j["run_id"].isin(started)]
-        parts.append(j.rename(columns={"language": "key", "jsd_bits": "value"}).assign(
-            kind="jsd"))
+    order = [r.run_id for r in runs if r.run_id not in in_base]
+    with store.session():  # one connection for the four queries
+        store.query("SET enable_progress_bar = false")  # no bar on a report's stderr
+        # The CUSUM of a run depends on every run before it: replay from the start.
+        md = md_frame(store, languages, local, endpoint=endpoint)
+        base = md_frame(store, languages, local, run_ids=baseline_runs, pooled=True)
+        states = drift_replay(md, base, order, thresholds=thresholds, alerts=alerts)
+        shown = {r.run_id for r in runs if since is None or r.started_at >= since}
+        md = md[md["run_id"].isin(shown)].merge(states, on=["run_id", "scenario", "country"],
+                                                 how="left")
+        parts = [md.rename(columns={"country": "key", "md": "value"}).assign(
+            kind="md", p_value=np.nan)]
+        if jsd:
+            j = jsd_frame(store, languages, {r.run_id: r.seed for r in runs},
+                          endpoint=endpoint, since=since)
+            parts.append(j[j["run_id"].isin(shown)].rename(
+                columns={"language": "key", "jsd_bits": "value"}).assign(kind="jsd"))
     out = pd.concat(parts, ignore_index=True)
     out["started_at"] = out["run_id"].map(started)
     out = out.sort_values(["started_at", "run_id", "kind", "scenario", "key"], ignore_index=True)
-    return out.reindex(columns=_HISTORY_COLUMNS)
+    return out.reindex(columns=HISTORY_COLUMNS)
 
 
-_HISTORY_COLUMNS = ["kind", "run_id", "started_at", "scenario", "key", "value", "ci_lower",
-                    "ci_upper", "n", "p_value", "did", "did_ci_lower", "did_ci_upper", "state",
-                    "z"]
-
-
-JSD_COLUMNS = ["run_id", "scenario", "language", "jsd_bits", "ci_lower", "ci_upper", "p_value",
-               "n", "plugin_bits", "js_distance_bits", "js_distance_nat"]
-_CHUNK = 64  # runs per numpy batch: ~0.5 MB per run and array, so memory stays flat
-
-
-def _xlog2x(top: int) -> np.ndarray:
-    x = np.arange(top + 1, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x > 0, x * np.log2(x), 0.0)
-
-
-def _jsd_counts(c: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """jsd_bits for integer histograms via a table of x*log2(x): the permutation
-    and bootstrap arrays are too many for three log2 calls per bin."""
-    ci, gi = c.astype(np.int64), np.broadcast_to(g, c.shape).astype(np.int64)
-    n, ng = ci.sum(axis=-1, keepdims=True), gi.sum(axis=-1, keepdims=True)
-    q = ng * ci + n * gi  # m = q / (2 n ng) stays integer-valued
-    f = _xlog2x(int(q.max()))
-    n, ng = n[..., 0].astype(float), ng[..., 0].astype(float)
-    h_c = np.log2(n) - f[ci].sum(axis=-1) / n
-    h_g = np.log2(ng) - f[gi].sum(axis=-1) / ng
-    h_m = np.log2(2 * n * ng) - f[q].sum(axis=-1) / (2 * n * ng)
-    out: np.ndarray = np.clip(h_m - h_c / 2 - h_g / 2, 0.0, None)
+def _xlog2x(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = x * np.log2(np.maximum(x, 1.0))  # 0 log 0 = 0
     return out
+
+
+class _Table:
+    """JSD of a language's histogram c (n scores) against the pooled g (L n):
+    log2(2Ln) - log2(n)/2 - log2(Ln)/2 + sum_k T(c_k, g_k) / (2Ln) with
+    T(c, g) = L f(c) + f(g) - f(Lc + g), f = x log2 x: one lookup per bin, not
+    jsd_bits' three log2 (a long history's bootstrap has ~10^9 bins). The index
+    stride c + g comes straight out of the GEMM that builds the histograms."""
+
+    def __init__(self, n: int, n_l: int) -> None:
+        cs, gs = np.arange(n + 1, dtype=float)[:, None], np.arange(n_l * n + 1, dtype=float)
+        self.flat = (n_l * _xlog2x(cs) + _xlog2x(gs) - _xlog2x(n_l * cs + gs)).ravel()
+        self.stride = float(n_l * n + 1)
+        self.norm = 2.0 * n_l * n
+        self.const = math.log2(self.norm) - math.log2(n) / 2 - math.log2(n_l * n) / 2
+
+    def jsd(self, index: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.clip(
+            self.const + self.flat[index.astype(np.int32)].sum(axis=0) / self.norm, 0.0, None)
+        return out
 
 
 def _cells(run: np.ndarray, scen: np.ndarray) -> list[tuple[str, list[tuple[str, np.ndarray]]]]:
@@ -280,53 +268,80 @@ def _jsd_runs(run: np.ndarray, scen: np.ndarray, u: np.ndarray, li: np.ndarray,
     for run_id, cells in _cells(run, scen):
         key = (int(seeds.get(run_id, 0)), tuple(i.size for _, i in cells))
         groups.setdefault(key, []).append((run_id, cells))
-    rows: list[pd.DataFrame] = []
+    keys: list[tuple[list[str], list[str], int]] = []
+    values: list[np.ndarray] = []
     for (seed, sizes), members in groups.items():
         rng = np.random.default_rng(seed)  # the draws of jsd_table, cell after cell
         for j, size in enumerate(sizes):
             order = np.argsort(rng.random((n_perm, size, n_l)), axis=2)
             weights = rng.multinomial(size, np.full(size, 1.0 / size), size=n_boot)
             onehot = (order[..., None] == np.arange(n_l)).astype(float)  # perm, unit, l, l'
-            perm_m = onehot.transpose(0, 2, 1, 3).reshape(n_perm * n_l, size * n_l)
+            perm_t = onehot.transpose(1, 3, 2, 0).reshape(size * n_l, n_l * n_perm)
+            weights_t = np.ascontiguousarray(weights.T, dtype=float)
             for k in range(0, len(members), _CHUNK):
                 part = members[k:k + _CHUNK]
                 cell = np.stack([counts[c[j][1]] for _, c in part])  # runs, units, l, bins
-                rows.append(_jsd_chunk(cell, perm_m, weights, [r for r, _ in part],
-                                       [c[j][0] for _, c in part], languages))
-    if not rows:
+                values.append(_jsd_chunk(cell, perm_t, weights_t))
+                keys.append(([r for r, _ in part], [c[j][0] for _, c in part], size))
+    if not values:
         return pd.DataFrame(columns=JSD_COLUMNS)
-    return pd.concat(rows, ignore_index=True).sort_values(
-        ["run_id", "scenario", "language"], ignore_index=True)
+    langs = [*languages, "overall"]
+    out = pd.DataFrame(np.concatenate(values), columns=JSD_COLUMNS[3:])
+    out.insert(0, "run_id", [r for rs, _, _ in keys for r in rs for _ in langs])
+    out.insert(1, "scenario", [s for _, ss, _ in keys for s in ss for _ in langs])
+    out.insert(2, "language", langs * (len(out) // len(langs)))
+    out["n"] = [n for rs, _, n in keys for _ in rs for _ in langs]
+    return out.sort_values(["run_id", "scenario", "language"], ignore_index=True)
 
 
-def _jsd_chunk(cell: np.ndarray, perm_m: np.ndarray, weights: np.ndarray, run_ids: list[str],
-               scenarios: list[str], languages: list[str]) -> pd.DataFrame:
+def _quantiles(x: np.ndarray, qs: tuple[float, ...]) -> list[np.ndarray]:
+    """np.quantile(x, q, axis=-1) ("linear", numpy's lerp): one sort beats its partition."""
+    s = np.sort(x, axis=-1)
+    out = []
+    for q in qs:
+        v = q * (x.shape[-1] - 1)
+        lo = math.floor(v)
+        a, b, t = s[..., lo], s[..., min(lo + 1, x.shape[-1] - 1)], v - lo
+        out.append(b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t)
+    return out
+
+
+def _jsd_chunk(cell: np.ndarray, perm_t: np.ndarray, weights_t: np.ndarray) -> np.ndarray:
+    """stats._jsd_cell for a stack of runs sharing the draws: rows per (run,
+    language + overall), columns JSD_COLUMNS[3:]. perm_t: (unit, l') x (l, perm)
+    one-hot of the shuffles; weights_t: unit x bootstrap replicate."""
     n_r, n_u, n_l, bins = cell.shape
-    n_perm, n_boot = perm_m.shape[0] // n_l, weights.shape[0]
+    n_perm = perm_t.shape[1] // n_l
     p = cell.sum(axis=1)
     g = p.sum(axis=1)
     plug = jsd_bits(p, g[:, None, :])
-    flat = cell.transpose(1, 2, 0, 3).reshape(n_u * n_l, n_r * bins)  # one GEMM for all runs
-    perm = (perm_m @ flat).reshape(n_perm, n_l, n_r, bins).transpose(2, 0, 1, 3)
-    null = _jsd_counts(perm, g[:, None, None, :])
-    pb = (weights @ cell.transpose(1, 0, 2, 3).reshape(n_u, -1)).reshape(
-        n_boot, n_r, n_l, bins).transpose(1, 0, 2, 3)
-    boot = _jsd_counts(pb, pb.sum(axis=2)[:, :, None, :])
-    plug_i = _jsd_counts(p, g[:, None, :])  # the same function as the null, for ties
+    per_unit = cell.sum(axis=3)
+    assert (per_unit == 3).all(), "complete units hold 3 scores per language"
+    table = _Table(3 * n_u, n_l)
+    # Permutation null and bootstrap: one GEMM each over every run of the chunk,
+    # giving the table index stride c + g directly (integer counts: exact sums).
+    x = cell.transpose(3, 0, 1, 2).reshape(bins * n_r, n_u * n_l)
+    null_idx = (x @ (table.stride * perm_t + 1.0)).reshape(bins, n_r, n_l, n_perm)
+    null = table.jsd(null_idx)
+    mixed = table.stride * cell + cell.sum(axis=2, keepdims=True)
+    xb = mixed.transpose(3, 0, 2, 1).reshape(bins * n_r * n_l, n_u)
+    boot = table.jsd((xb @ weights_t).reshape(bins, n_r, n_l, -1))  # runs, l, boot
+    plug_i = table.jsd(table.stride * p.transpose(2, 0, 1) + g.T[:, :, None])  # as the null
 
-    def with_mean(x: np.ndarray) -> np.ndarray:
-        return np.concatenate([x, x.mean(axis=-1, keepdims=True)], axis=-1)
+    def with_mean(x: np.ndarray) -> np.ndarray:  # + "overall", the mean over languages
+        return np.concatenate([x, x.mean(axis=1, keepdims=True)], axis=1)
 
-    plug_a, plug_ia, null_a, boot_a = (with_mean(x) for x in (plug, plug_i, null, boot))
-    q_lo, q_hi = np.quantile(boot_a, [0.025, 0.975], axis=1)
-    nat = np.sqrt(plug * math.log(2))  # scipy's jensenshannon: natural-log distance
-    langs = [*languages, "overall"]
-    return pd.DataFrame({
-        "run_id": np.repeat(run_ids, n_l + 1), "scenario": np.repeat(scenarios, n_l + 1),
-        "language": np.tile(langs, n_r),
-        "jsd_bits": (plug_a - null_a.mean(axis=1)).ravel(),
-        "ci_lower": np.clip(2 * plug_a - q_hi, 0, None).ravel(),
-        "ci_upper": np.clip(2 * plug_a - q_lo, 0, None).ravel(),
-        "p_value": ((1 + (null_a >= plug_ia[:, None, :]).sum(axis=1)) / (n_perm + 1)).ravel(),
-        "n": n_u, "plugin_bits": plug_a.ravel(), "js_distance_bits": np.sqrt(plug_a).ravel(),
-        "js_distance_nat": with_mean(nat).ravel()})
+    plug_a, plug_ia, null_a, boot_a = (with_mean(v) for v in (plug, plug_i, null, boot))
+    q_lo, q_hi = _quantiles(boot_a, (0.025, 0.975))
+    nat = np.sqrt(plug * math.log(2))  # scipy's jensenshannon: the natural-log distance
+    ge = null_a >= plug_ia[:, :, None]
+    close = np.abs(null_a - plug_ia[:, :, None]) < 1e-10
+    if close.any():  # a tie to rounding (equal JSD of other histograms): decide as stats does
+        rr, pp = np.nonzero(close.any(axis=1))
+        c = np.ascontiguousarray(np.floor(null_idx[:, rr, :, pp] / table.stride).transpose(0, 2, 1))
+        exact = with_mean(jsd_bits(c, g[rr][:, None, :]))
+        ge[rr, :, pp] = np.where(close[rr, :, pp], exact >= plug_a[rr], ge[rr, :, pp])
+    cols = [plug_a - null_a.mean(axis=2), np.clip(2 * plug_a - q_hi, 0, None),
+            np.clip(2 * plug_a - q_lo, 0, None), (1 + ge.sum(axis=2)) / (n_perm + 1),
+            np.full(plug_a.shape, float(n_u)), plug_a, np.sqrt(plug_a), with_mean(nat)]
+    return np.stack([c.ravel() for c in cols], axis=1)
