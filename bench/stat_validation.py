@@ -493,6 +493,28 @@ def recommend(drift: dict[str, Any], h_grid: list[float], default_h: float) -> d
     return out
 
 
+def planner_check(cat: Catalog, drift: dict[str, Any], rec: dict[str, Any],
+                  drift_points: float, default_h: float) -> dict[str, Any]:
+    """monitor.plan's normal-model simulation against this full simulation, same h."""
+    from monitor.plan import cell_shares, evaluate
+
+    cells = cell_shares(cat, SCENARIOS, LANGS)
+    out: dict[str, Any] = {}
+    for size, res in drift.items():
+        sd = float(np.mean(list(res["sd_d_per_cell"].values())))
+        for h in {default_h, rec[size]["h_min_for_fa_target"] or default_h}:
+            _, fa, p = evaluate(int(size), cells, sd, 0.5, math.inf, 3, drift_points, 2, None,
+                                hs=np.array([h]))
+            row = res["h"][str(h)]
+            out[f"{size}/h={h:g}"] = {
+                "sd": round(sd, 3), "plan_false_alarms_per_100": fa,
+                "bench_false_alarms_per_100": row["false_alarms_per_100_runs"],
+                "bench_false_alarms_se": row["false_alarms_se"],
+                "plan_p_within_3_worst_cell": p,
+                "bench_p_within_3_worst_cell": row["detection"]["0.5"]["p_within_3_worst_cell"]}
+    return out
+
+
 def figures(md: dict[str, Any], drift: dict[str, Any], h_grid: list[float],
             default_h: float) -> list[str]:
     from monitor.figures import Series, bar_chart, line_chart
@@ -569,6 +591,7 @@ def main() -> None:
                           dmds, args.seed)
         drift[str(n)] = sweep(gen, data, h_grid, drift_points, 2, dmds)
     rec = recommend(drift, h_grid, t.cusum_h)
+    plan_check = planner_check(cat, drift, rec, drift_points, t.cusum_h)
     doc = {"command": "python bench/stat_validation.py " + " ".join(sys.argv[1:]),
            "machine": f"{platform.machine()}, Python {platform.python_version()}",
            "seconds": None,
@@ -595,7 +618,7 @@ def main() -> None:
                          "median over cells detected >= 95% within 12 runs; 'cusum' uses the "
                          "delay to the CUSUM alarm (PENDING) with the FIRING ARL0"},
            "generator_check": check, "md": md, "jsd": jsd, "drift": drift,
-           "recommendation": rec}
+           "recommendation": rec, "planner_check": plan_check}
     doc["figures"] = [] if args.drift_only else figures(md, drift, h_grid, t.cusum_h)
     doc["seconds"] = round(time.time() - start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,6 @@ of --delta pages within --within-runs runs with p >= 0.8 in the worst cell.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -23,7 +22,7 @@ from monitor.catalog import Catalog
 from monitor.drift import CALM_RUNS, CALM_Z, K_MIN, Z_CLIP
 from monitor.errors import UsageError
 
-__all__ = ["H_GRID", "N_GRID", "Cells", "Plan", "cell_shares", "make_plan", "plan_command",
+__all__ = ["H_GRID", "N_GRID", "Cells", "cell_shares", "make_plan", "plan_command",
            "sd_from_md", "simulate"]
 
 H_GRID = np.arange(0.5, 16.01, 0.5)
@@ -105,18 +104,6 @@ def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, bas
     return fired
 
 
-@dataclass(frozen=True)
-class Plan:
-    triplets_per_run: int | None
-    h: float | None
-    false_alarms_per_100: float | None
-    p_detect: float | None
-    per_cell: dict[str, float]
-    k: tuple[float, float] | None  # over the cells: k depends on the cell's SE
-    base_runs: int
-    reachable: bool
-
-
 def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float,
              within: int, drift_points: float, min_runs_firing: int, auto: int | None,
              hs: np.ndarray = H_GRID) -> tuple[float | None, float | None, float | None]:
@@ -141,8 +128,9 @@ def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float
 
 def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: int, *,
               drift_points: float, min_runs_firing: int,
-              auto_min_triplets: int | None) -> Plan:
-    """The smallest triplets per run on N_GRID (capped at the population) meeting both."""
+              auto_min_triplets: int | None) -> dict[str, Any]:
+    """The smallest triplets per run on N_GRID (capped at the population) meeting both;
+    k is reported as its range over the cells (it depends on the cell's SE)."""
     if not math.isfinite(sd) or sd <= 0:
         raise UsageError(f"sd of paired differences must be a positive number, got {sd}")
     if within < min_runs_firing:
@@ -164,13 +152,18 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
         else:
             lo = mid + 1
     if best is None:
-        return Plan(None, None, None, None, {}, None, 0, False)
+        return {"reachable": False, "triplets_per_run": None, "triplets_per_cell": {},
+                "smallest_cell": None, "cusum": None, "expected": None}
     n_run, h, fa, p = best
     b = _base_runs(n_run, auto_min_triplets)
     n = [max(1, round(n_run * s)) for s in cells.shares]
     ks = [_k(drift_points, sd, c, b) for c in n]
-    return Plan(n_run, h, fa, p, dict(zip(cells.names, [float(c) for c in n], strict=True)),
-                (round(min(ks), 2), round(max(ks), 2)), b, True)
+    return {"reachable": True, "triplets_per_run": n_run,
+            "triplets_per_cell": dict(zip(cells.names, n, strict=True)),
+            "smallest_cell": cells.names[n.index(min(n))],
+            "cusum": {"h": h, "k_min": round(min(ks), 2), "k_max": round(max(ks), 2),
+                      "drift_md_points": drift_points, "baseline_runs": b},
+            "expected": {"false_alarms_per_100": fa, "p_detect": round(p, 3)}}
 
 
 def _k(drift_points: float, sd: float, n_cell: float, base_runs: int) -> float:
@@ -210,14 +203,14 @@ def _runs_per_day(settings: Any, source: Any) -> float:
 
 
 def _stored(store: Any, endpoint: str, catalog: Catalog,
-            need_sd: bool) -> tuple[float | None, str, dict[str, float | None]]:
+            sd_arg: float | None) -> tuple[float, str, dict[str, float | None]]:
     """sd from the endpoint's baseline runs, and the mean tokens / cost of its ok calls."""
     row = store.query("SELECT avg(input_tokens), avg(output_tokens), avg(cost_usd) FROM "
                       "probe_calls WHERE endpoint = ? AND status = 'ok'", [endpoint])[0] if (
         store is not None) else (None, None, None)
     usage = dict(zip(("input_tokens", "output_tokens", "cost_usd"), row, strict=True))
-    if not need_sd:
-        return None, "--sd", usage
+    if sd_arg is not None:
+        return sd_arg, "--sd", usage
     base = store.baseline(endpoint) if store is not None else None
     if base is None:
         raise UsageError(f"endpoint {endpoint}: no baseline to estimate the sd from; pass --sd "
@@ -269,35 +262,26 @@ def plan_command(args: Any) -> int:
     auto = settings.baseline.auto_min_triplets
     out = []
     for ep in endpoints:
-        sd, sd_source, usage = _stored(store, ep.name, catalog, sd_arg is None)
-        sd = sd_arg if sd_arg is not None else sd
-        assert sd is not None
+        sd, sd_source, usage = _stored(store, ep.name, catalog, sd_arg)
         # k is half the design shift (statistics.md): the plan designs for --delta.
         p = make_plan(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
                       auto_min_triplets=auto)
         _, fa_now, p_now = evaluate(s.triplets_per_run, cells, sd, delta, math.inf, within,
                                     t.drift_md_points, mrf, auto, hs=np.array([t.cusum_h]))
-        calls = round((p.triplets_per_run or 0) * len(s.languages) * per_day)
+        calls = round((p["triplets_per_run"] or 0) * len(s.languages) * per_day)
         per_call, note = _cost(ep, usage)
         tokens = (None if usage["input_tokens"] is None
                   else usage["input_tokens"] + (usage["output_tokens"] or 0.0))
         out.append({
             "endpoint": ep.name, "sd": round(sd, 4), "sd_source": sd_source, "delta": delta,
-            "false_alarms_per_100_target": fa, "within_runs": within, "power": POWER,
-            "reachable": p.reachable, "triplets_per_run": p.triplets_per_run,
-            "triplets_per_cell": p.per_cell,
-            "smallest_cell": min(p.per_cell, key=p.per_cell.__getitem__) if p.per_cell else None,
-            "cusum": {"h": p.h, "k_min": p.k and p.k[0], "k_max": p.k and p.k[1],
-                      "drift_md_points": delta, "baseline_runs": p.base_runs},
-            "expected": {"false_alarms_per_100": p.false_alarms_per_100, "p_detect":
-                         None if p.p_detect is None else round(p.p_detect, 3)},
+            "false_alarms_per_100_target": fa, "within_runs": within, "power": POWER, **p,
             "current": {"triplets_per_run": s.triplets_per_run, "h": t.cusum_h,
                         "drift_md_points": t.drift_md_points,
                         "false_alarms_per_100": fa_now, "p_detect": p_now},
             "languages": len(s.languages), "runs_per_day": round(per_day, 3),
-            "calls_per_day": calls if p.reachable else None,
+            "calls_per_day": calls if p["reachable"] else None,
             "mean_tokens_per_call": None if tokens is None else round(tokens, 1),
-            "cost_per_day_usd": None if per_call is None or not p.reachable
+            "cost_per_day_usd": None if per_call is None or not p["reachable"]
             else round(calls * per_call, 4), "cost_note": note,
             "one_shot_triplets_per_cell": one_shot_n(sd, delta),
             "method": "seeded vectorised CUSUM simulation with baseline estimation error"})
@@ -322,12 +306,11 @@ def _text(r: dict[str, Any]) -> str:
         f"p(detect) = {e['p_detect']:g}", f"  calls per day: {r['calls_per_day']} "
         f"({r['triplets_per_run']} x {r['languages']} languages x {r['runs_per_day']:g} "
         f"runs/day)", f"  cost per day: {cost}"] if r["reachable"] else [
-        "  not reachable with any run size up to the catalog's population"]
-    if now["drift_md_points"] != c["drift_md_points"]:
+        "  not reachable: no run size meets both (catalog size or z clip; docs/plan.md)"]
+    if now["drift_md_points"] != r["delta"]:
         lines.append(f"  note: the config has thresholds.drift_md_points = "
-                     f"{now['drift_md_points']:g}; set it to {c['drift_md_points']:g} for this k")
-    return "\n".join([*lines, f"  now: {now['triplets_per_run']} triplets/run, h = "
-                       f"{now['h']:g}: {now['false_alarms_per_100']:g} false pages per 100 runs,"
-                       f" p(detect) = {now['p_detect']:g}",
-                       f"  one-shot test for comparison: {r['one_shot_triplets_per_cell']} "
-                       "triplets containing the country"])
+                     f"{now['drift_md_points']:g}; set it to {r['delta']:g} for this k")
+    return "\n".join([*lines, f"  now: {now['triplets_per_run']} triplets/run, h = {now['h']:g}"
+                       f": {now['false_alarms_per_100']:g} false pages per 100 runs, p(detect) "
+                       f"= {now['p_detect']:g}; a one-shot test needs "
+                       f"{r['one_shot_triplets_per_cell']} triplets containing the country"])

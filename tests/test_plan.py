@@ -55,16 +55,15 @@ def test_larger_sd_needs_more_triplets_and_a_smaller_delta_too(
     low = make_plan(cells, 0.8, 0.5, 1.0, 3, **kw)
     high = make_plan(cells, 1.6, 0.5, 1.0, 3, **kw)
     small = make_plan(cells, 0.8, 0.35, 1.0, 3, **kw)
-    assert low.reachable and high.reachable and small.reachable
-    assert low.triplets_per_run and high.triplets_per_run and small.triplets_per_run
-    assert high.triplets_per_run > low.triplets_per_run
-    assert small.triplets_per_run > low.triplets_per_run
+    assert low["reachable"] and high["reachable"] and small["reachable"]
+    assert high["triplets_per_run"] > low["triplets_per_run"]
+    assert small["triplets_per_run"] > low["triplets_per_run"]
     # Detection within 3 runs needs about a one-shot test's worth of triplets per cell
     # over those runs: not wildly fewer, not wildly more.
-    smallest = min(low.per_cell.values())
+    smallest = min(low["triplets_per_cell"].values())
     assert one_shot_n(0.8, 0.5) / 3 <= smallest <= 3 * one_shot_n(0.8, 0.5)
-    assert low.p_detect is not None and low.p_detect >= 0.8
-    assert low.false_alarms_per_100 is not None and low.false_alarms_per_100 <= 1.0
+    assert low["expected"]["p_detect"] >= 0.8
+    assert low["expected"]["false_alarms_per_100"] <= 1.0
 
 
 def test_json_with_given_sd_and_no_database_created(
@@ -118,3 +117,13 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["plan", "--config", str(cfg), *extra]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("monitor: error:") and words in err
+
+
+def test_unreachable_target_is_reported_not_invented(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, [SIM])
+    (p,) = _plan(cfg, capsys, "--sd", "5", "--delta", "0.1")["plans"]
+    assert p["reachable"] is False and p["triplets_per_run"] is None
+    assert p["calls_per_day"] is None and p["cusum"] is None
+    assert main(["plan", "--config", str(cfg), "--sd", "5", "--delta", "0.1"]) == 0
+    assert "not reachable" in capsys.readouterr().out
