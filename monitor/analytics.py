@@ -14,8 +14,10 @@ Equal to stats.md_table / jsd_table within float tolerance
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -39,77 +41,78 @@ HISTORY_COLUMNS = ["kind", "run_id", "started_at", "scenario", "key", "value", "
                    "ci_upper", "n", "p_value", "did", "did_ci_lower", "did_ci_upper", "state", "z"]
 _CHUNK = 64  # runs per numpy batch: ~0.5 MB per run and array, so memory stays flat
 
-# Complete units (every language answered, three labels), as stats.complete_units.
-# $1 languages; {where} selects runs (endpoint / since / run ids) from `runs`.
-_UNITS = """sel AS (SELECT run_id FROM runs WHERE {where}),
-sc AS MATERIALIZED (SELECT s.run_id, s.triplet_id, c.scenario, s.label, s.country,
-       s.language, s.score FROM scores s JOIN probe_calls c USING (run_id, triplet_id, language)
-       WHERE c.status = 'ok' AND s.run_id IN (SELECT run_id FROM sel)
-         AND list_contains($1, s.language) AND s.score IS NOT NULL),
-lab AS MATERIALIZED (SELECT run_id, triplet_id, scenario, label, country, avg(score) AS mean_l
-        FROM sc GROUP BY ALL HAVING count(*) = len($1)),
-unit AS (SELECT run_id, triplet_id, min(scenario) AS scenario FROM lab
-         GROUP BY run_id, triplet_id HAVING count(*) = 3)
-"""
+# Complete units as stats.complete_units (every language answered, three labels),
+# numbered in its order (sorted run/triplet), in temp tables: {t}_u (units) and {t}
+# (one row per unit and option: country, the scores s[1..L] in language order and
+# their mean m). Scores exist only for answered calls (run._records).
+_LABELS = """CREATE TEMP TABLE {t}_l AS SELECT run_id, triplet_id, label, country,
+       count(score) AS k, [{cols}] AS s FROM scores
+WHERE run_id IN (SELECT run_id FROM runs WHERE {where}) AND list_contains($1, language)
+GROUP BY run_id, triplet_id, label, country"""
+_UNITS = """CREATE TEMP TABLE {t}_u AS WITH unit AS (SELECT run_id, triplet_id FROM {t}_l
+    WHERE k = len($1) GROUP BY run_id, triplet_id HAVING count(*) = 3)
+SELECT unit.run_id, c.scenario, row_number() OVER (ORDER BY unit.run_id, unit.triplet_id) - 1
+       AS u, unit.triplet_id
+FROM unit JOIN probe_calls c ON c.run_id = unit.run_id AND c.triplet_id = unit.triplet_id
+     AND c.language = $1[1] AND c.status = 'ok'"""
+_SCORES = """CREATE TEMP TABLE {t} AS SELECT u.u, l.label, l.country, l.s, ({total}) / {n} AS m
+FROM {t}_l l JOIN {t}_u u USING (run_id, triplet_id) WHERE l.k = {n}"""
 
-# Per unit and country C (with a local language in the run): d = mean over C's
-# options of (score in loc(C) - mean over languages); o = the same for the other
-# options (DiD e = d - o). $2 / $3: countries and their local languages.
-_MD = """WITH {units},
-dev AS (SELECT sc.run_id, sc.triplet_id, sc.scenario, sc.country, sc.language,
-               sc.score - lab.mean_l AS dev
-        FROM sc JOIN lab USING (run_id, triplet_id, scenario, label, country)
-        JOIN unit USING (run_id, triplet_id)),
-loc AS (SELECT unnest($2::VARCHAR[]) AS country, unnest($3::VARCHAR[]) AS language),
-uc AS (SELECT DISTINCT d.run_id, d.triplet_id, d.scenario, d.country
-       FROM dev d JOIN loc USING (country)),
-per AS (SELECT {grp} AS grp, uc.scenario, uc.country, uc.triplet_id, uc.run_id,
-               avg(d.dev) FILTER (WHERE d.country = uc.country) AS d,
-               avg(d.dev) FILTER (WHERE d.country <> uc.country) AS o
-        FROM uc JOIN loc USING (country)
-        JOIN dev d ON d.run_id = uc.run_id AND d.triplet_id = uc.triplet_id
-                      AND d.language = loc.language
-        GROUP BY ALL)
-SELECT grp, CASE WHEN grouping(scenario) = 1 THEN 'all' ELSE scenario END AS scenario,
-       country, count(*) AS n, avg(d) AS md, stddev_samp(d) AS sd, count(d - o) AS n_e,
-       avg(d - o) AS did, stddev_samp(d - o) AS sd_e
-FROM per GROUP BY GROUPING SETS ((grp, scenario, country), (grp, country))
-"""
-
-# Units numbered in stats' order (sorted run/triplet) on the small unit table,
-# then the scores carry that number: no sort of the scores themselves.
-_JSD_UNITS = """CREATE OR REPLACE TEMP TABLE jsd_units AS WITH {units}
-SELECT run_id, triplet_id, scenario, row_number() OVER (ORDER BY run_id, triplet_id) - 1 AS u
-FROM unit"""
-_JSD_SCORES = """SELECT j.u, list_position($1, s.language) - 1 AS li, s.score
-FROM scores s JOIN jsd_units j USING (run_id, triplet_id) WHERE list_contains($1, s.language)"""
+# Per unit and country C with a local language (index j): d = mean over C's options
+# of s[j] - m; o = the same for the other options (DiD e = d - o). Then n, mean and
+# sd per (run or pool, scenario, country), and per (run or pool, country) = "all".
+_MD = """WITH loc AS (SELECT unnest($1::VARCHAR[]) AS country, unnest($2::INT[]) AS j),
+uc AS (SELECT DISTINCT u, country, j FROM {t} JOIN loc USING (country)),
+per AS (SELECT uc.u, uc.country, avg(c.s[uc.j] - c.m) FILTER (WHERE c.country = uc.country) AS d,
+               avg(c.s[uc.j] - c.m) FILTER (WHERE c.country <> uc.country) AS o
+        FROM uc JOIN {t} c USING (u) GROUP BY uc.u, uc.country),
+t AS (SELECT {grp} AS grp, scenario, country, d, d - o AS e FROM per JOIN {t}_u USING (u))
+SELECT grp, CASE WHEN grouping(scenario) = 1 THEN 'all' ELSE scenario END AS scenario, country,
+       count(*) AS n, avg(d) AS md, stddev_samp(d) AS sd, count(e) AS n_e, avg(e) AS did,
+       stddev_samp(e) AS sd_e
+FROM t GROUP BY GROUPING SETS ((grp, scenario, country), (grp, country))"""
+_names = itertools.count()
 
 
-def _where(endpoint: str | None, since: datetime | None, run_ids: Sequence[str] | None,
-           after: int) -> tuple[str, list[Any]]:
-    """The run filter and its parameters (numbered after $1..$after)."""
+def _where(endpoint: str | None, since: datetime | None,
+           run_ids: Sequence[str] | None) -> tuple[str, list[Any]]:
+    """The run filter and its parameters ($2, $3...; $1 is the languages)."""
     parts, params = ["true"], []
     for cond, value in (("endpoint = ${}", endpoint), ("started_at >= ${}", since),
                         ("list_contains(${}, run_id)", None if run_ids is None else list(run_ids))):
         if value is not None:
             params.append(value)
-            parts.append(cond.format(after + len(params)))
+            parts.append(cond.format(1 + len(params)))
     return " AND ".join(parts), params
 
 
-def md_frame(store: Store, languages: Sequence[str], local: Mapping[str, Sequence[str]], *,
-             endpoint: str | None = None, since: datetime | None = None,
-             run_ids: Sequence[str] | None = None, pooled: bool = False) -> pd.DataFrame:
-    """stats.md_table per run (run_id column), or over all selected runs pooled
-    (run_id "pooled", like md_table of their concatenated scores)."""
-    where, params = _where(endpoint, since, run_ids, 3)
+@contextmanager
+def _units(store: Store, languages: Sequence[str], endpoint: str | None = None,
+           since: datetime | None = None, run_ids: Sequence[str] | None = None) -> Iterator[str]:
+    """The selected runs' complete units as temp tables (one connection), named."""
+    t = f"analytics_{next(_names)}"
+    where, params = _where(endpoint, since, run_ids)
+    n = len(languages)  # only integers are formatted into the SQL
+    with store.session():
+        try:
+            store.query(_LABELS.format(t=t, where=where, cols=", ".join(
+                f"max(score) FILTER (WHERE language = $1[{i}])" for i in range(1, n + 1))),
+                [list(languages), *params])
+            store.query(_UNITS.format(t=t), [list(languages)])
+            store.query(_SCORES.format(t=t, n=n, total=" + ".join(
+                f"l.s[{i}]" for i in range(1, n + 1))))
+            yield t
+        finally:
+            for name in (t, f"{t}_u", f"{t}_l"):
+                store.query(f"DROP TABLE IF EXISTS {name}")
+
+
+def _md(store: Store, t: str, languages: Sequence[str], local: Mapping[str, Sequence[str]],
+        pooled: bool) -> pd.DataFrame:
     pairs = [(c, lang) for lang in languages for c in local.get(lang, [])]
-    countries, locs = [c for c, _ in pairs], [lang for _, lang in pairs]
-    sql = _MD.format(units=_UNITS.format(where=where), grp="'pooled'" if pooled else "uc.run_id")
-    agg = store.frame(sql, [list(languages), countries, locs, *params])
-    lang_of = dict(zip(countries, locs, strict=True))
-    n = agg["n"].to_numpy(float)
-    n_e = agg["n_e"].to_numpy(float)
+    agg = store.frame(_MD.format(t=t, grp="'pooled'" if pooled else "run_id"),
+                      [[c for c, _ in pairs], [list(languages).index(x) + 1 for _, x in pairs]])
+    n, n_e = agg["n"].to_numpy(float), agg["n_e"].to_numpy(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         se = np.where(n > 1, agg["sd"].to_numpy(float) / np.sqrt(n), np.nan)
         half = t975(np.maximum(n - 1, 1)) * se
@@ -117,11 +120,33 @@ def md_frame(store: Store, languages: Sequence[str], local: Mapping[str, Sequenc
                           * agg["sd_e"].to_numpy(float) / np.sqrt(n_e), np.nan)
     md, did = agg["md"].to_numpy(float), agg["did"].to_numpy(float)
     out = pd.DataFrame({"run_id": agg["grp"], "scenario": agg["scenario"],
-                        "country": agg["country"], "language": agg["country"].map(lang_of),
+                        "country": agg["country"], "language": agg["country"].map(dict(pairs)),
                         "md": md, "ci_lower": md - half, "ci_upper": md + half, "se": se,
                         "n": agg["n"].astype(int), "did": did, "did_ci_lower": did - half_e,
                         "did_ci_upper": did + half_e})
     return out.sort_values(["run_id", "scenario", "country"], ignore_index=True)[MD_COLUMNS]
+
+
+def md_frame(store: Store, languages: Sequence[str], local: Mapping[str, Sequence[str]], *,
+             endpoint: str | None = None, since: datetime | None = None,
+             run_ids: Sequence[str] | None = None, pooled: bool = False) -> pd.DataFrame:
+    """stats.md_table per selected run (run_id column), or of all of them pooled
+    (run_id "pooled": md_table of their scores together, e.g. a baseline)."""
+    with _units(store, languages, endpoint, since, run_ids) as t:
+        return _md(store, t, languages, local, pooled)
+
+
+def _jsd(store: Store, t: str, languages: Sequence[str], seeds: Mapping[str, int],
+         n_perm: int, n_boot: int) -> pd.DataFrame:
+    units = store.frame(f"SELECT run_id, scenario FROM {t}_u ORDER BY u")
+    cols = [f"s[{i}] AS s{i}" for i in range(1, len(languages) + 1)]
+    wide = store.frame(f"SELECT u, {', '.join(cols)} FROM {t}")
+    n_l = len(languages)  # one (unit, language, score) per cell of the wide table
+    score = wide[[f"s{i}" for i in range(1, n_l + 1)]].to_numpy(float)
+    return _jsd_runs(units["run_id"].to_numpy(), units["scenario"].to_numpy(),
+                     np.repeat(wide["u"].to_numpy(np.int64), n_l),
+                     np.tile(np.arange(n_l), len(wide)), score.ravel(), list(languages), seeds,
+                     n_perm=n_perm, n_boot=n_boot)
 
 
 def jsd_frame(store: Store, languages: Sequence[str], seeds: Mapping[str, int], *,
@@ -129,17 +154,8 @@ def jsd_frame(store: Store, languages: Sequence[str], seeds: Mapping[str, int], 
               run_ids: Sequence[str] | None = None, n_perm: int = 200,
               n_boot: int = 1000) -> pd.DataFrame:
     """stats.jsd_table of every selected run (run_id column), each with its seed."""
-    where, params = _where(endpoint, since, run_ids, 1)
-    args = [list(languages), *params]
-    with store.session():  # one connection: the temp table lives as long as it
-        store.query(_JSD_UNITS.format(units=_UNITS.format(where=where)), args)
-        units = store.frame("SELECT run_id, scenario FROM jsd_units ORDER BY u")
-        scores = store.frame(_JSD_SCORES, [list(languages)])
-        store.query("DROP TABLE jsd_units")
-    return _jsd_runs(units["run_id"].to_numpy(), units["scenario"].to_numpy(),
-                    scores["u"].to_numpy(np.int64), scores["li"].to_numpy(np.int64),
-                    scores["score"].to_numpy(float), list(languages), seeds,
-                    n_perm=n_perm, n_boot=n_boot)
+    with _units(store, languages, endpoint, since, run_ids) as t:
+        return _jsd(store, t, languages, seeds, n_perm, n_boot)
 
 
 def drift_replay(md: pd.DataFrame, base: pd.DataFrame, order: Sequence[str], *,
@@ -198,22 +214,25 @@ def history(store: Store, endpoint: str, since: datetime | None = None, *,
     started = {r.run_id: r.started_at for r in runs}
     in_base = set(baseline_runs)
     order = [r.run_id for r in runs if r.run_id not in in_base]
-    with store.session():  # one connection for the four queries
+    shown = {r.run_id for r in runs if since is None or r.started_at >= since}
+    seeds = {r.run_id: r.seed for r in runs}
+    with store.session():
         store.query("SET enable_progress_bar = false")  # no bar on a report's stderr
-        # The CUSUM of a run depends on every run before it: replay from the start.
-        md = md_frame(store, languages, local, endpoint=endpoint)
         base = md_frame(store, languages, local, run_ids=baseline_runs, pooled=True)
-        states = drift_replay(md, base, order, thresholds=thresholds, alerts=alerts)
-        shown = {r.run_id for r in runs if since is None or r.started_at >= since}
-        md = md[md["run_id"].isin(shown)].merge(states, on=["run_id", "scenario", "country"],
-                                                 how="left")
-        parts = [md.rename(columns={"country": "key", "md": "value"}).assign(
-            kind="md", p_value=np.nan)]
-        if jsd:
-            j = jsd_frame(store, languages, {r.run_id: r.seed for r in runs},
-                          endpoint=endpoint, since=since)
-            parts.append(j[j["run_id"].isin(shown)].rename(
-                columns={"language": "key", "jsd_bits": "value"}).assign(kind="jsd"))
+        # The CUSUM of a run depends on every run before it: MD of all, replayed.
+        with _units(store, languages, endpoint) as t:
+            md = _md(store, t, languages, local, pooled=False)
+            j = _jsd(store, t, languages, seeds, 200, 1000) if jsd and since is None else None
+        if jsd and since is not None:
+            j = jsd_frame(store, languages, seeds, endpoint=endpoint, since=since)
+    states = drift_replay(md, base, order, thresholds=thresholds, alerts=alerts)
+    md = md[md["run_id"].isin(shown)].merge(states, on=["run_id", "scenario", "country"],
+                                             how="left")
+    parts = [md.rename(columns={"country": "key", "md": "value"}).assign(kind="md",
+                                                                         p_value=np.nan)]
+    if j is not None:
+        parts.append(j[j["run_id"].isin(shown)].rename(
+            columns={"language": "key", "jsd_bits": "value"}).assign(kind="jsd"))
     out = pd.concat(parts, ignore_index=True)
     out["started_at"] = out["run_id"].map(started)
     out = out.sort_values(["started_at", "run_id", "kind", "scenario", "key"], ignore_index=True)
@@ -320,12 +339,14 @@ def _jsd_chunk(cell: np.ndarray, perm_t: np.ndarray, weights_t: np.ndarray) -> n
     table = _Table(3 * n_u, n_l)
     # Permutation null and bootstrap: one GEMM each over every run of the chunk,
     # giving the table index stride c + g directly (integer counts: exact sums).
-    x = cell.transpose(3, 0, 1, 2).reshape(bins * n_r, n_u * n_l)
-    null_idx = (x @ (table.stride * perm_t + 1.0)).reshape(bins, n_r, n_l, n_perm)
+    # float32 GEMMs (twice as fast) while every index is an integer float32 holds exactly
+    ft = np.float32 if table.flat.size < 2**24 else np.float64
+    x = cell.transpose(3, 0, 1, 2).reshape(bins * n_r, n_u * n_l).astype(ft)
+    null_idx = (x @ (table.stride * perm_t + 1.0).astype(ft)).reshape(bins, n_r, n_l, n_perm)
     null = table.jsd(null_idx)
     mixed = table.stride * cell + cell.sum(axis=2, keepdims=True)
-    xb = mixed.transpose(3, 0, 2, 1).reshape(bins * n_r * n_l, n_u)
-    boot = table.jsd((xb @ weights_t).reshape(bins, n_r, n_l, -1))  # runs, l, boot
+    xb = mixed.transpose(3, 0, 2, 1).reshape(bins * n_r * n_l, n_u).astype(ft)
+    boot = table.jsd((xb @ weights_t.astype(ft)).reshape(bins, n_r, n_l, -1))  # runs, l, boot
     plug_i = table.jsd(table.stride * p.transpose(2, 0, 1) + g.T[:, :, None])  # as the null
 
     def with_mean(x: np.ndarray) -> np.ndarray:  # + "overall", the mean over languages
@@ -338,7 +359,8 @@ def _jsd_chunk(cell: np.ndarray, perm_t: np.ndarray, weights_t: np.ndarray) -> n
     close = np.abs(null_a - plug_ia[:, :, None]) < 1e-10
     if close.any():  # a tie to rounding (equal JSD of other histograms): decide as stats does
         rr, pp = np.nonzero(close.any(axis=1))
-        c = np.ascontiguousarray(np.floor(null_idx[:, rr, :, pp] / table.stride).transpose(0, 2, 1))
+        c = (null_idx[:, rr, :, pp].astype(np.int64) // int(table.stride)).astype(float)
+        c = np.ascontiguousarray(c.transpose(0, 2, 1))
         exact = with_mean(jsd_bits(c, g[rr][:, None, :]))
         ge[rr, :, pp] = np.where(close[rr, :, pp], exact >= plug_a[rr], ge[rr, :, pp])
     cols = [plug_a - null_a.mean(axis=2), np.clip(2 * plug_a - q_hi, 0, None),
