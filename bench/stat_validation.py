@@ -430,6 +430,7 @@ def sweep(gen: Gen, data: dict[str, Any], h_grid: list[float], drift_points: flo
         fire, pend = replay(o_fa, h, drift_points, min_runs)
         per_rep = fire.sum(axis=(1, 2)) / M * 100
         arl0 = R * M * C / max(1, int(fire.sum()))  # runs per false page, per cell
+        arl0_cusum = R * M * C / max(1, int(pend.sum()))  # runs per false CUSUM alarm
         row: dict[str, Any] = {
             "false_alarms_per_100_runs": round(float(per_rep.mean()), 3),
             "false_alarms_se": round(float(per_rep.std(ddof=1) / math.sqrt(R)), 3),
@@ -444,13 +445,13 @@ def sweep(gen: Gen, data: dict[str, Any], h_grid: list[float], drift_points: flo
             within = [float((delay[ok] <= k).mean()) for k in range(1, post + 1)]
             p3 = np.array([np.mean(delay[ok[:, c], c] <= 3) for c in range(C)])
             eff = {}
-            for name, dl in (("firing", delay), ("cusum", dp)):
+            for name, dl, a0 in (("firing", delay, arl0), ("cusum", dp, arl0_cusum)):
                 cells = []
                 for c in range(C):
                     v = dl[~np.isnan(dl[:, c]), c]
                     if (v <= post).mean() < 0.95:
                         continue  # too many undetected within the window: no mean delay
-                    bound = 2 * sd_cell[c] ** 2 * math.log(arl0 * n_cell[c]) / d ** 2
+                    bound = 2 * sd_cell[c] ** 2 * math.log(a0 * n_cell[c]) / d ** 2
                     cells.append(bound / (v.mean() * n_cell[c]))
                 eff[name] = round(float(np.median(cells)), 3) if cells else None
             row["detection"][str(d)] = {
@@ -616,7 +617,9 @@ def main() -> None:
                "lorden": "efficiency = 2 sd_d^2 ln(ARL0 n) / dMD^2 / (mean delay runs x n), "
                          "n = the cell's triplets per run, ARL0 = runs per false page per cell; "
                          "median over cells detected >= 95% within 12 runs; 'cusum' uses the "
-                         "delay to the CUSUM alarm (PENDING) with the FIRING ARL0"},
+                         "delay to the CUSUM alarm (PENDING) and the ARL0 of CUSUM alarms. The "
+                         "bound is asymptotic (ARL0 -> inf): at ARL0 of a few hundred runs an "
+                         "efficiency above 1 is possible and means 'at the bound'"},
            "generator_check": check, "md": md, "jsd": jsd, "drift": drift,
            "recommendation": rec, "planner_check": plan_check}
     doc["figures"] = [] if args.drift_only else figures(md, drift, h_grid, t.cusum_h)
