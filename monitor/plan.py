@@ -14,6 +14,7 @@ of --delta pages within --within-runs runs with p >= 0.8 in the worst cell.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -45,11 +46,8 @@ class Cells(NamedTuple):
 def cell_shares(catalog: Catalog, scenarios: list[str], languages: list[str]) -> Cells:
     trips = [(s, t) for s in scenarios for t in catalog.scenarios[s].triplets()]
     names = [c for lang in languages for c in catalog.languages.get(lang, ())]
-    counts = dict.fromkeys(names, 0)
-    for scen, t in trips:
-        for country in {catalog.option(scen, o).country for o in t.option_ids}:
-            if country in counts:
-                counts[country] += 1
+    counts = Counter(c for scen, t in trips for c in {catalog.option(scen, o).country
+                                                      for o in t.option_ids})
     return Cells(names, [counts[c] / max(1, len(trips)) for c in names], len(trips))
 
 
@@ -67,17 +65,15 @@ def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, bas
     """FIRING entries, shape (h, rep, run, cell): the daemon's detector on normal data."""
     rng = np.random.default_rng(seed)
     n = np.asarray(n_cell, float)[None, :]
-    nb = n * base_runs
-    shape = (reps, n.shape[1])
+    nb, shape = n * base_runs, (reps, n.shape[1])
     valid = (n >= MIN_CELL_N) & (nb >= MIN_CELL_N)
     md_b = rng.standard_normal(shape) * sd / np.sqrt(nb)
     se_b = sd * np.sqrt(rng.chisquare(np.maximum(nb - 1, 1), shape) / np.maximum(nb - 1, 1)
                         / nb)
-    H = len(hs)
     h = np.asarray(hs, float)[:, None, None]
-    s_plus, s_minus, alarm_runs, calm_runs = (np.zeros((H, *shape)) for _ in range(4))
-    state = np.zeros((H, *shape), np.int8)  # 0 ok, 1 pending, 2 firing
-    fired = np.zeros((H, reps, runs, n.shape[1]), bool)
+    s_plus, s_minus, alarm_runs, calm_runs = (np.zeros((len(hs), *shape)) for _ in range(4))
+    state = np.zeros((len(hs), *shape), np.int8)  # 0 ok, 1 pending, 2 firing
+    fired = np.zeros((len(hs), reps, runs, n.shape[1]), bool)
     for t in range(runs):
         mu = shift if t >= shift_at else 0.0
         md = mu + rng.standard_normal(shape) * sd / np.sqrt(n)
