@@ -183,7 +183,7 @@ def drift_replay(md: pd.DataFrame, base: pd.DataFrame, order: Sequence[str], *,
             new = step(cells.get(key, CellState()), obs, drift_points=t.drift_md_points,
                        h=t.cusum_h, md_threshold=t.md_points, min_runs_firing=a.min_runs_firing)
             cells[key] = new
-            rows.append((run_id, *key, new.state, new.z))
+            rows.append((run_id, *key, new.state, None if obs is None else new.z))
     return pd.DataFrame(rows, columns=["run_id", "scenario", "country", "state", "z"])
 
 

@@ -26,7 +26,7 @@ LOCAL = {lang: list(c) for lang, c in load_catalog().languages.items()}
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Four real runs of 24 triplets in six languages (~3% refused, ~3% garbled)."""
+    """Four real runs of 36 triplets in six languages (~3% refused, ~3% garbled)."""
     tmp = tmp_path_factory.mktemp("analytics")
     cfg = tmp / "monitor.yaml"
     cfg.write_text(json.dumps({
@@ -35,7 +35,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
                        "rpm": 100000, "params": {"bias_points": {"CN": 0.9, "KR": 0.6},
                                                  "noise_sd": 1.0, "refusal_rate": 0.03,
                                                  "garble_rate": 0.03, "seed": 1}}],
-        "sampling": {"triplets_per_run": 24, "seed": 0}}), encoding="utf-8")
+        "sampling": {"triplets_per_run": 36, "seed": 0}}), encoding="utf-8")
     for _ in range(4):
         assert main(["probe", "--once", "--config", str(cfg), "--json"]) in (0, 1)
     return tmp / "monitor.duckdb"
@@ -127,6 +127,34 @@ def test_history_has_md_jsd_and_drift_states_for_every_run(db: Path) -> None:
     assert _sorted(mine, ["run_id", "scenario", "country"]).values.tolist() == \
         _sorted(want[["run_id", "scenario", "country", "state"]],
                 ["run_id", "scenario", "country"]).values.tolist()
+
+
+def test_history_states_are_those_the_daemon_persists(db: Path, tmp_path: Path) -> None:
+    """watch.evaluate after each run (what the daemon does) reaches the states
+    that history() replays, run after run."""
+    from monitor.config import load_settings
+    from monitor.run import finish_run
+    from monitor.watch import evaluate
+
+    copy = tmp_path / "daemon.duckdb"
+    shutil.copy(db, copy)
+    store, catalog = Store(copy), load_catalog()
+    settings, _ = load_settings(db.parent / "monitor.yaml")
+    runs = store.runs("sim")
+    # Later runs favour the English-speaking options in English: MD drifts up, then breaches.
+    store.query("UPDATE scores SET score = least(10, score + 3) WHERE run_id <> ? AND "
+                "language = 'en'", [runs[0].run_id])
+    store.set_baseline("sim", [runs[0].run_id], runs[0].catalog_version,
+                       store.run_models([runs[0].run_id])[runs[0].run_id], auto=False)
+    hist = history(store, "sim", local=LOCAL, jsd=False)  # the active baseline by default
+    assert {"pending", "firing"} <= set(hist["state"])  # the replay left OK
+    for run in runs[1:]:
+        ev = evaluate(settings, catalog, store, finish_run(settings, catalog, store, run))
+        assert ev.comparable, ev.note
+        mine = {(r.scenario, r.key): (r.state, None if pd.isna(r.z) else round(r.z, 9))
+                for r in hist[hist["run_id"] == run.run_id].itertuples()}
+        assert mine == {k: (v.state, None if v.z is None else round(v.z, 9))
+                        for k, v in ev.states.items()}
 
 
 def test_history_since_keeps_the_states_of_the_whole_history(db: Path) -> None:
