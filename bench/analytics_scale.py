@@ -16,8 +16,10 @@ each in a FRESH subprocess (so ru_maxrss is that measurement's peak):
             (target < 30 s)
 both on the current pandas path (Store.scores_frame + stats.md_table /
 jsd_table per run; history only up to --pandas-max, it is minutes at 1M) and
-on the DuckDB path (monitor/analytics.py). Writes
-bench/results/analytics_scale.json and analytics_scale.png.
+on the DuckDB path (monitor/analytics.py). Children run with DuckDB
+`SET threads = --threads` (default 2) and OPENBLAS_NUM_THREADS=1. Writes
+bench/results/analytics_scale.json and analytics_scale.png; the DuckDB files
+(~1 GB) go to a temporary folder that is removed, unless --workdir keeps them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -220,6 +223,25 @@ def main() -> None:
     sizes = [_size(s) for s in args.sizes.split(",")]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="analytics-scale-"))
     work.mkdir(parents=True, exist_ok=True)
+    try:
+        rows = _run_sizes(args, sizes, work)
+    finally:
+        if args.workdir is None:  # ~1 GB of DuckDB files for the default sizes
+            shutil.rmtree(work, ignore_errors=True)
+    growth = {w: _slope([float(r["calls_requested"]) for r in rows],
+                        [r[w]["seconds"] for r in rows])
+              for w in ("latest-pandas", "latest-sql", "history-sql")}
+    doc = {"command": "python bench/analytics_scale.py --sizes " + args.sizes,
+           "duckdb_threads": args.threads, "openblas_threads": 1, "cpus": os.cpu_count(),
+           "load_average_at_end": os.getloadavg(), "growth_exponent": growth,
+           "targets": {"latest_s": 2, "history_s": 30, "peak_rss_mb": 2048}, "sizes": rows}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "analytics_scale.json").write_text(json.dumps(doc, indent=2) + "\n")
+    _figure(rows)
+    print(json.dumps(doc, indent=2))
+
+
+def _run_sizes(args: argparse.Namespace, sizes: list[int], work: Path) -> list[dict[str, Any]]:
     rows = []
     for n in sizes:
         path = work / f"calls-{n}.duckdb"
@@ -234,17 +256,7 @@ def main() -> None:
             print(f"{n:>9} {what:<15} {row[what]['seconds']:8.2f} s  "
                   f"peak {row[what]['peak_rss_mb']:7.1f} MB", file=sys.stderr)
         rows.append(row)
-    growth = {w: _slope([float(r["calls_requested"]) for r in rows],
-                        [r[w]["seconds"] for r in rows])
-              for w in ("latest-pandas", "latest-sql", "history-sql")}
-    doc = {"command": "python bench/analytics_scale.py --sizes " + args.sizes,
-           "duckdb_threads": args.threads, "cpus": os.cpu_count(),
-           "load_average_at_end": os.getloadavg(), "growth_exponent": growth,
-           "targets": {"latest_s": 2, "history_s": 30, "peak_rss_mb": 2048}, "sizes": rows}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "analytics_scale.json").write_text(json.dumps(doc, indent=2) + "\n")
-    _figure(rows)
-    print(json.dumps(doc, indent=2))
+    return rows
 
 
 def _figure(rows: list[dict[str, Any]]) -> None:
