@@ -495,7 +495,7 @@ def recommend(drift: dict[str, Any], h_grid: list[float], default_h: float) -> d
 
 
 def planner_check(cat: Catalog, drift: dict[str, Any], rec: dict[str, Any],
-                  drift_points: float, default_h: float) -> dict[str, Any]:
+                  drift_points: float, default_h: float, base_runs: int) -> dict[str, Any]:
     """monitor.plan's normal-model simulation against this full simulation, same h."""
     from monitor.plan import cell_shares, evaluate
 
@@ -504,8 +504,8 @@ def planner_check(cat: Catalog, drift: dict[str, Any], rec: dict[str, Any],
     for size, res in drift.items():
         sd = float(np.mean(list(res["sd_d_per_cell"].values())))
         for h in {default_h, rec[size]["h_min_for_fa_target"] or default_h}:
-            _, fa, p = evaluate(int(size), cells, sd, 0.5, math.inf, 3, drift_points, 2, None,
-                                hs=np.array([h]))
+            _, fa, p = evaluate(int(size), cells, sd, 0.5, math.inf, 3, drift_points, 2,
+                                base_runs * int(size), hs=np.array([h]))
             row = res["h"][str(h)]
             out[f"{size}/h={h:g}"] = {
                 "sd": round(sd, 3), "plan_false_alarms_per_100": fa,
@@ -592,7 +592,7 @@ def main() -> None:
                           dmds, args.seed)
         drift[str(n)] = sweep(gen, data, h_grid, drift_points, 2, dmds)
     rec = recommend(drift, h_grid, t.cusum_h)
-    plan_check = planner_check(cat, drift, rec, drift_points, t.cusum_h)
+    plan_check = planner_check(cat, drift, rec, drift_points, t.cusum_h, args.baseline_runs)
     doc = {"command": "python bench/stat_validation.py " + " ".join(sys.argv[1:]),
            "machine": f"{platform.machine()}, Python {platform.python_version()}",
            "seconds": None,
