@@ -145,7 +145,7 @@ def measure(path: Path, what: str, threads: int) -> dict[str, Any]:
     local = {lang: list(c) for lang, c in load_catalog().languages.items()}
     store = Store(path)
     rss_imports = _rss_mb()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     with store.session():
         store.query(f"SET threads = {threads}")
         store.query("SET enable_progress_bar = false")
@@ -178,8 +178,11 @@ def measure(path: Path, what: str, threads: int) -> dict[str, Any]:
             hist = analytics.history(store, ENDPOINT, baseline_runs=base)
             md, jsd = hist[hist["kind"] == "md"], hist[hist["kind"] == "jsd"]
             states = hist[hist["state"].notna()]
-    seconds = time.perf_counter() - t0
-    return {"what": what, "seconds": round(seconds, 3), "peak_rss_mb": round(_rss_mb(), 1),
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    # CPU seconds (all threads) next to wall time: the host is shared, wall time
+    # moves with the neighbours' load, CPU time much less.
+    return {"what": what, "seconds": round(seconds, 3), "cpu_s": round(cpu, 3),
+            "peak_rss_mb": round(_rss_mb(), 1),
             "rss_after_imports_mb": round(rss_imports, 1), "runs": len(runs),
             "md_rows": len(md), "jsd_rows": len(jsd), "state_rows": len(states)}
 

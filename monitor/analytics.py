@@ -136,26 +136,25 @@ def md_frame(store: Store, languages: Sequence[str], local: Mapping[str, Sequenc
         return _md(store, t, languages, local, pooled)
 
 
-def _jsd(store: Store, t: str, languages: Sequence[str], seeds: Mapping[str, int],
-         n_perm: int, n_boot: int) -> pd.DataFrame:
+def _jsd_inputs(store: Store, t: str, n_l: int) -> tuple[np.ndarray, ...]:
+    """Units (run, scenario) and their scores as (unit, language, score) arrays."""
     units = store.frame(f"SELECT run_id, scenario FROM {t}_u ORDER BY u")
-    cols = [f"s[{i}] AS s{i}" for i in range(1, len(languages) + 1)]
-    wide = store.frame(f"SELECT u, {', '.join(cols)} FROM {t}")
-    n_l = len(languages)  # one (unit, language, score) per cell of the wide table
-    score = wide[[f"s{i}" for i in range(1, n_l + 1)]].to_numpy(float)
-    return _jsd_runs(units["run_id"].to_numpy(), units["scenario"].to_numpy(),
-                     np.repeat(wide["u"].to_numpy(np.int64), n_l),
-                     np.tile(np.arange(n_l), len(wide)), score.ravel(), list(languages), seeds,
-                     n_perm=n_perm, n_boot=n_boot)
+    cols = ", ".join(f"s[{i}] AS s{i}" for i in range(1, n_l + 1))
+    wide = store.frame(f"SELECT u, {cols} FROM {t}")  # one score per cell below
+    return (units["run_id"].to_numpy(), units["scenario"].to_numpy(),
+            np.repeat(wide["u"].to_numpy(np.int64), n_l), np.tile(np.arange(n_l), len(wide)),
+            wide[[f"s{i}" for i in range(1, n_l + 1)]].to_numpy(float).ravel())
 
 
 def jsd_frame(store: Store, languages: Sequence[str], seeds: Mapping[str, int], *,
               endpoint: str | None = None, since: datetime | None = None,
               run_ids: Sequence[str] | None = None, n_perm: int = 200,
               n_boot: int = 1000) -> pd.DataFrame:
-    """stats.jsd_table of every selected run (run_id column), each with its seed."""
+    """stats.jsd_table of every selected run (run_id column), each with its seed.
+    The file is held only for the queries, not for the numpy work after them."""
     with _units(store, languages, endpoint, since, run_ids) as t:
-        return _jsd(store, t, languages, seeds, n_perm, n_boot)
+        data = _jsd_inputs(store, t, len(languages))
+    return _jsd_runs(data, languages, seeds, n_perm=n_perm, n_boot=n_boot)
 
 
 def drift_replay(md: pd.DataFrame, base: pd.DataFrame, order: Sequence[str], *,
@@ -216,15 +215,19 @@ def history(store: Store, endpoint: str, since: datetime | None = None, *,
     order = [r.run_id for r in runs if r.run_id not in in_base]
     shown = {r.run_id for r in runs if since is None or r.started_at >= since}
     seeds = {r.run_id: r.seed for r in runs}
-    with store.session():
+    data = None
+    with store.session():  # the file is held for the queries only (~3 s at 1M calls)
         store.query("SET enable_progress_bar = false")  # no bar on a report's stderr
         base = md_frame(store, languages, local, run_ids=baseline_runs, pooled=True)
         # The CUSUM of a run depends on every run before it: MD of all, replayed.
         with _units(store, languages, endpoint) as t:
             md = _md(store, t, languages, local, pooled=False)
-            j = _jsd(store, t, languages, seeds, 200, 1000) if jsd and since is None else None
+            if jsd and since is None:
+                data = _jsd_inputs(store, t, len(languages))
         if jsd and since is not None:
-            j = jsd_frame(store, languages, seeds, endpoint=endpoint, since=since)
+            with _units(store, languages, endpoint, since) as t:
+                data = _jsd_inputs(store, t, len(languages))
+    j = None if data is None else _jsd_runs(data, languages, seeds, n_perm=200, n_boot=1000)
     states = drift_replay(md, base, order, thresholds=thresholds, alerts=alerts)
     md = md[md["run_id"].isin(shown)].merge(states, on=["run_id", "scenario", "country"],
                                              how="left")
@@ -276,9 +279,9 @@ def _cells(run: np.ndarray, scen: np.ndarray) -> list[tuple[str, list[tuple[str,
     return out
 
 
-def _jsd_runs(run: np.ndarray, scen: np.ndarray, u: np.ndarray, li: np.ndarray,
-              score: np.ndarray, languages: list[str], seeds: Mapping[str, int], *,
-              n_perm: int, n_boot: int) -> pd.DataFrame:
+def _jsd_runs(data: tuple[np.ndarray, ...], languages: Sequence[str],
+              seeds: Mapping[str, int], *, n_perm: int, n_boot: int) -> pd.DataFrame:
+    run, scen, u, li, score = data
     n_l, bins = len(languages), 10
     b = np.clip(np.floor(score + 0.5).astype(int), 1, bins) - 1  # as stats._counts
     counts = np.bincount((u * n_l + li) * bins + b, minlength=len(run) * n_l * bins).reshape(
