@@ -109,8 +109,9 @@ class LLMClient:
             try:
                 async with self.limiter:
                     t0 = time.monotonic()
-                    response = await asyncio.wait_for(self._call(messages),
-                                                      timeout=ep.timeout_s + 5)
+                    # asyncio.timeout, not wait_for: no extra task per call.
+                    async with asyncio.timeout(ep.timeout_s + 5):
+                        response = await self._call(messages)
                     latency = time.monotonic() - t0
                 return self._result(response, latency, attempt)
             except TimeoutError:
@@ -159,6 +160,14 @@ class LLMClient:
             return ((tin or 0) * (price.input or 0.0) + (tout or 0) * (price.output or 0.0)) / 1000
         if self.endpoint.simulated:
             return 0.0
+        # LiteLLM has already priced the response (documented as
+        # response._hidden_params["response_cost"]; None for a model it has no
+        # price for). Pricing it a second time cost about a tenth of the
+        # monitor's per-call CPU, most of it failing lookups for unknown models.
+        hidden = getattr(response, "_hidden_params", None)
+        if isinstance(hidden, dict) and "response_cost" in hidden:
+            cost = hidden["response_cost"]
+            return float(cost) if isinstance(cost, int | float) else None
         try:
             return float(litellm.completion_cost(completion_response=response))
         except Exception:

@@ -157,6 +157,19 @@ def test_cost_is_computed_from_configured_prices() -> None:
     assert result.cost_usd == pytest.approx((120 + 2 * 27) / 1000)
 
 
+def test_a_model_litellm_can_price_gets_its_price_without_configured_prices() -> None:
+    """The cost LiteLLM computed for the response is the one stored (it is not priced a
+    second time): gpt-4o-mini's packaged list price, from the tokens the server reported."""
+    reply = Reply("A fairly short answer of some length." * 3, model="gpt-4o-mini")
+    with serve(lambda _: reply) as server:
+        result = _complete(_endpoint(server.api_base, model="openai/gpt-4o-mini"))
+    usage = completion_body(reply)["usage"]
+    assert result.ok and result.cost_usd is not None
+    # $0.15 per 1M input tokens and $0.60 per 1M output tokens in LiteLLM's packaged map.
+    expected = (usage["prompt_tokens"] * 0.15 + usage["completion_tokens"] * 0.60) / 1e6
+    assert result.cost_usd == pytest.approx(expected)
+
+
 def test_endpoint_params_reach_the_server() -> None:
     with serve(lambda _: Reply("ok")) as server:
         result = _complete(_endpoint(server.api_base,
