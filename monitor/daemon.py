@@ -7,22 +7,32 @@ refreshes the metrics and tells Slack about alert changes. A failing job is
 logged and counted (bias_monitor_run_failures_total) and the scheduler goes
 on. Cancellation (SIGTERM) interrupts the run cleanly: what arrived is
 stored, the run is marked interrupted and is resumed at the next start.
+
+`python -m monitor.daemon --endpoint NAME --report FILE` runs one job in a
+child process: `monitor run` starts one per scheduled run, so that LiteLLM,
+pandas and SciPy (about 300 MB) live only as long as a run and the
+long-lived scheduler stays small. The child writes what the parent cannot
+read back from DuckDB (failure counts, flags) to FILE.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import logging
+import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from monitor.alerts import SlackNotifier
-from monitor.catalog import Catalog
-from monitor.config import Endpoint, Settings
+from monitor.catalog import Catalog, load_catalog
+from monitor.config import Endpoint, Settings, load_settings
 from monitor.llm import LLMClient
 from monitor.metrics import MetricsState
 from monitor.run import RunOptions, RunResult, run_endpoint
@@ -223,3 +233,47 @@ def _transition(data: dict[str, Any]) -> Transition:
     movers = [Mover(**m) for m in data.pop("movers", [])]
     return Transition(**{**data, "ci": tuple(data["ci"]), "ci_base": tuple(data["ci_base"]),
                          "movers": movers})
+
+
+# --- one job in a child process (what `monitor run` starts) --------------------------------
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # as `monitor run` logs
+
+
+def child_main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m monitor.daemon")
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--report", required=True, help="JSON file the parent reads afterwards")
+    ap.add_argument("--config", type=Path, default=None)
+    ap.add_argument("--log-level", default="INFO")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level, logging.INFO), stream=sys.stderr,
+                        format=LOG_FORMAT)
+    for noisy in ("apscheduler", "LiteLLM", "httpx", "litellm"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    settings, _ = load_settings(args.config)
+    store = Store(settings.storage.path)
+    daemon = Daemon(settings, load_catalog(settings.catalog.path), store, MetricsState(),
+                    SlackNotifier(settings.alerts.slack))
+
+    async def main() -> None:
+        job = asyncio.ensure_future(daemon.run_job(args.endpoint))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # interrupt the run, store it, exit 0
+            loop.add_signal_handler(sig, job.cancel)
+        await job
+
+    asyncio.run(main())
+    snap = daemon.state.snapshot()
+    name = args.endpoint
+    flags = {f: getattr(snap, f)[name] for f in ("comparable", "budget_exhausted")
+             if name in getattr(snap, f)}
+    with open(args.report, "w", encoding="utf-8") as fh:
+        json.dump({"failures": daemon.failures.get(name, 0),
+                   "delivery_failures": daemon.delivery_failures.get(name, 0),
+                   "flags": flags}, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())

@@ -7,14 +7,26 @@ next one skip, which is logged and counted), misfire grace of half a period.
 A never-measured or stale endpoint is run once at start. SIGTERM / SIGINT
 stop the scheduler, interrupt in-flight runs cleanly (stored, resumable) and
 exit 0. /metrics and /healthz are served on metrics.host:port.
+
+Each run is a short-lived child process (`python -m monitor.daemon`, the
+same Daemon.run_job as in-process): LiteLLM, pandas and SciPy are about
+300 MB that the scheduler would otherwise hold for good between runs. This
+process keeps the schedule, the metrics (read back from DuckDB after each
+run) and the failure counts; a child that crashes or is killed is a failed
+run, never a dead daemon. On SIGTERM the child gets SIGTERM too, stores what
+arrived and marks its run interrupted, as an in-process run does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import signal
+import sys
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,10 +38,8 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from monitor.alerts import SlackNotifier
 from monitor.catalog import load_catalog
 from monitor.config import Settings, load_settings, parse_every
-from monitor.daemon import Daemon
 from monitor.errors import ConfigError
 from monitor.exporter import MetricsServer, make_registry
 from monitor.metrics import MetricsState
@@ -65,18 +75,107 @@ def period_seconds(trigger: BaseTrigger) -> float:
 
 def serve(config: Path | None) -> int:
     settings, source = load_settings(config)
-    catalog = load_catalog(settings.catalog.path)
+    load_catalog(settings.catalog.path)  # a broken catalog fails here, not in every run
     trigger = make_trigger(settings, source)
     settings.require_keys(settings.endpoints, source)
     store = Store(settings.storage.path)
-    return asyncio.run(_main(settings, catalog, store, trigger))
+    return asyncio.run(_main(settings, config, store, trigger))
 
 
-async def _main(settings: Settings, catalog: Any, store: Store, trigger: BaseTrigger) -> int:
+class ChildJobs:
+    """The scheduler's side of a job: one `python -m monitor.daemon` process per run."""
+
+    STOP_GRACE_S = 25.0  # after SIGTERM, the child's time to store and mark its run
+    COMMAND = (sys.executable, "-m", "monitor.daemon")  # tests swap in a stand-in
+
+    def __init__(self, config: Path | None, store: Store, state: MetricsState) -> None:
+        self.config = config
+        self.store = store
+        self.state = state
+        self.started = time.time()
+        self.heartbeat = time.time()
+        self.running: set[asyncio.Task[Any]] = set()
+        self.failures: dict[str, int] = {}
+        self.delivery_failures: dict[str, int] = {}
+
+    def count_failure(self, endpoint: str, why: str | None, n: int = 1) -> None:
+        self.failures[endpoint] = self.failures.get(endpoint, 0) + n
+        self.state.set_flag("run_failures", endpoint, self.failures[endpoint])
+        if why is not None:  # None: the child has logged it already
+            log.warning("endpoint %s: run not completed: %s", endpoint, why)
+
+    async def run_job(self, name: str) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self.running.add(task)
+        fd, report = tempfile.mkstemp(prefix="monitor-run-", suffix=".json")
+        os.close(fd)
+        try:
+            code = await self._child(name, report)
+            if code is None:
+                return  # shutdown: the child stored its answers and marked the run
+            self._apply(name, report, code)
+            await asyncio.to_thread(self.state.refresh, self.store, name)
+        except asyncio.CancelledError:
+            return  # shutdown before the child started: nothing to interrupt
+        except Exception as exc:  # a job never raises into the scheduler
+            self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
+        finally:
+            if task is not None:
+                self.running.discard(task)
+            with contextlib.suppress(OSError):
+                os.unlink(report)
+
+    async def _child(self, name: str, report: str) -> int | None:
+        """The child's exit code, or None when the run was interrupted by shutdown."""
+        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+        args = [*self.COMMAND[1:], "--endpoint", name, "--report", report,
+                "--log-level", str(level)]
+        if self.config is not None:
+            args += ["--config", str(self.config)]
+        # Its own session: a terminal's Ctrl-C reaches only this process, which
+        # then stops the child itself (below), once.
+        proc = await asyncio.create_subprocess_exec(self.COMMAND[0], *args,
+                                                    start_new_session=True)
+        try:
+            return await proc.wait()
+        except asyncio.CancelledError:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(proc.wait(), self.STOP_GRACE_S)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
+            log.info("endpoint %s: run interrupted by shutdown; it resumes at the next start",
+                     name)
+            return None
+
+    def _apply(self, name: str, report: str, code: int) -> None:
+        try:
+            with open(report, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            data = None
+        if code != 0 or not data:
+            self.count_failure(name, f"run process exited with code {code}")
+            return
+        if data["failures"]:
+            self.count_failure(name, None, int(data["failures"]))
+        if data["delivery_failures"]:
+            self.delivery_failures[name] = (self.delivery_failures.get(name, 0)
+                                            + int(data["delivery_failures"]))
+            self.state.set_flag("delivery_failures", name, self.delivery_failures[name])
+        for flag, value in data["flags"].items():
+            self.state.set_flag(flag, name, int(value))
+
+
+async def _main(settings: Settings, config: Path | None, store: Store,
+                trigger: BaseTrigger) -> int:
     state = MetricsState()
     for ep in settings.endpoints:
         await asyncio.to_thread(state.refresh, store, ep.name)
-    daemon = Daemon(settings, catalog, store, state, SlackNotifier(settings.alerts.slack))
+    daemon = ChildJobs(config, store, state)
     period = period_seconds(trigger)
     scheduler = AsyncIOScheduler(timezone=UTC)
 

@@ -141,9 +141,12 @@ def test_a_failing_endpoint_is_counted_and_the_daemon_keeps_running(tmp_path: Pa
                 return sum(s.value for s in fam.samples if s.name.endswith("_total"))
         return 0.0
 
-    with daemon(cfg, tmp_path / "d.log") as proc:
-        _wait(lambda: failures() >= 2, 60)
+    log = tmp_path / "d.log"
+    with daemon(cfg, log) as proc:
+        # Each run is a child process that first imports LiteLLM (seconds), so the
+        # 2 s slots are skipped (counted too) before the first run has failed.
+        _wait(lambda: failures() >= 2 and "produced no results" in log.read_text(), 90)
         assert proc.poll() is None  # still alive after failed runs
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
-    assert "produced no results" in (tmp_path / "d.log").read_text()
+    assert "produced no results" in log.read_text()

@@ -1,0 +1,99 @@
+"""`monitor run` starts each run as a child process: the scheduler process stays
+small (no LiteLLM, pandas or SciPy), a failed child is a failed run, and what the
+child reports (failure counts, flags) reaches the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from monitor.metrics import MetricsState
+from monitor.scheduler import ChildJobs
+from monitor.store import Store
+
+# A stand-in for `python -m monitor.daemon`: writes REPORT to --report, exits CODE.
+_FAKE = """
+import json, sys
+args = sys.argv[1:]
+report = args[args.index("--report") + 1]
+if {report!r} is not None:
+    with open(report, "w") as fh:
+        json.dump({report!r}, fh)
+sys.exit({code})
+"""
+
+
+def _jobs(tmp_path: Path, code: int, report: dict[str, object] | None) -> ChildJobs:
+    jobs = ChildJobs(None, Store(tmp_path / "m.duckdb"), MetricsState())
+    jobs.COMMAND = (sys.executable, "-c", _FAKE.format(code=code, report=report))
+    return jobs
+
+
+def test_the_scheduler_process_does_not_import_the_run_stack() -> None:
+    code = ("import sys, monitor.scheduler; "
+            "print(sorted(m for m in ('litellm', 'pandas', 'scipy', 'monitor.llm', "
+            "'monitor.run', 'monitor.daemon') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("code", "report"), [(1, None), (0, None), (-9, None)])
+def test_a_crashed_or_silent_child_is_a_failed_run_not_an_exception(
+        tmp_path: Path, code: int, report: dict[str, object] | None,
+        caplog: pytest.LogCaptureFixture) -> None:
+    jobs = _jobs(tmp_path, code if code >= 0 else 0, report)
+    if code < 0:  # killed from outside (OOM killer): exits by signal
+        jobs.COMMAND = (sys.executable, "-c", "import os, signal; "
+                        "os.kill(os.getpid(), signal.SIGKILL)")
+    asyncio.run(jobs.run_job("ep"))
+    assert jobs.failures == {"ep": 1}
+    assert jobs.state.snapshot().run_failures == {"ep": 1}
+    assert "run process exited with code" in caplog.text
+    assert not jobs.running
+
+
+def test_the_childs_report_reaches_the_metrics(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, 0, {"failures": 2, "delivery_failures": 1,
+                               "flags": {"budget_exhausted": 1}})
+    asyncio.run(jobs.run_job("ep"))
+    asyncio.run(jobs.run_job("ep"))
+    snap = jobs.state.snapshot()
+    assert snap.run_failures == {"ep": 4}  # counts add up over runs
+    assert snap.delivery_failures == {"ep": 2}
+    assert snap.budget_exhausted == {"ep": 1}
+
+
+def test_a_clean_run_counts_nothing(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, 0, {"failures": 0, "delivery_failures": 0, "flags": {}})
+    asyncio.run(jobs.run_job("ep"))
+    assert jobs.failures == {}
+    assert jobs.state.snapshot().run_failures == {}
+
+
+def test_shutdown_stops_the_child_and_does_not_count_a_failure(tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, 0, None)
+    marker, ready = tmp_path / "stopped", tmp_path / "ready"
+    # A child that runs until SIGTERM, then records that it was asked to stop.
+    jobs.COMMAND = (sys.executable, "-c", "import signal, sys, time\n"
+                    f"def stop(*_):\n    open({str(marker)!r}, 'w').close(); sys.exit(0)\n"
+                    "signal.signal(signal.SIGTERM, stop)\n"
+                    f"open({str(ready)!r}, 'w').close()\n"
+                    "while True: time.sleep(0.05)")
+
+    async def main() -> None:
+        task = asyncio.create_task(jobs.run_job("ep"))
+        while not ready.exists():  # the child is up and handles SIGTERM
+            await asyncio.sleep(0.02)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert marker.exists()
+    assert jobs.failures == {}
+    assert json.dumps(jobs.state.snapshot().run_failures) == "{}"
