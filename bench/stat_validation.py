@@ -1,7 +1,7 @@
 """Statistical validation by simulation (issue 7 item 5; not a test).
 
     python bench/stat_validation.py [--reps 200] [--jsd-reps 300] [--sizes 40,100,200]
-        [--h-grid 3,4,5,5.5,6,6.5,7,8,10,12] [--baseline-runs 10] [--drift-points X]
+        [--h-grid 3,4,5,5.5,6,6.5,7,8,10,12] [--baseline-runs 20] [--drift-points X]
         [--drift-only] [--quick] [--out PATH]
 
 Writes bench/results/stat_validation.json and PNGs (via monitor/figures.py).
@@ -557,7 +557,7 @@ def main() -> None:
     ap.add_argument("--check-runs", type=int, default=60, help="real-path runs for the check")
     ap.add_argument("--sizes", default="40,100,200")
     ap.add_argument("--h-grid", default="3,4,5,5.5,6,6.5,7,8,10,12")
-    ap.add_argument("--baseline-runs", type=int, default=10)
+    ap.add_argument("--baseline-runs", type=int, default=20)  # the daemon's default
     ap.add_argument("--monitored-runs", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")

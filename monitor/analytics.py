@@ -24,14 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from monitor.config import Alerts, Thresholds
+from monitor.config import AUTO_BASELINE_RUNS, Alerts, Thresholds
 from monitor.drift import CellState, Observation, step
-from monitor.stats import jsd_bits, t975
+from monitor.stats import MIN_CELL_N, jsd_bits, t975
 from monitor.store import Store
 
 __all__ = ["HISTORY_COLUMNS", "drift_replay", "history", "jsd_frame", "md_frame"]
 
-MIN_CELL_N = 5  # as monitor.watch.MIN_CELL_N (not imported: watch pulls in run and llm)
 
 MD_COLUMNS = ["run_id", "scenario", "country", "language", "md", "ci_lower", "ci_upper", "se",
               "n", "did", "did_ci_lower", "did_ci_upper"]
@@ -195,8 +194,8 @@ def history(store: Store, endpoint: str, since: datetime | None = None, *,
     alert state and z after that run against the baseline) and, with jsd=True,
     "jsd" (key = language or "overall"; value = excess bits, CI, p_value).
     Columns: HISTORY_COLUMNS. Baseline: `baseline_runs`, else the active one,
-    else the first 10 runs (they get no state). Runs asked in other languages
-    than the latest run are left out."""
+    else the first AUTO_BASELINE_RUNS runs (they get no state). Runs asked in
+    other languages than the latest run are left out."""
     if local is None:
         from monitor.catalog import load_catalog
 
@@ -209,7 +208,8 @@ def history(store: Store, endpoint: str, since: datetime | None = None, *,
     runs = [r for r in runs if r.languages == languages]
     if baseline_runs is None:
         active = store.baseline(endpoint)
-        baseline_runs = active["run_ids"] if active else [r.run_id for r in runs[:10]]
+        baseline_runs = (active["run_ids"] if active
+                         else [r.run_id for r in runs[:AUTO_BASELINE_RUNS]])
     started = {r.run_id: r.started_at for r in runs}
     in_base = set(baseline_runs)
     order = [r.run_id for r in runs if r.run_id not in in_base]

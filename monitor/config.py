@@ -121,10 +121,17 @@ class Thresholds(BaseModel):
     cusum_h: float = Field(8.0, gt=0, le=100, description="CUSUM alarm level (z units).")
 
 
+#: Runs' worth of triplets the automatic baseline waits for when
+#: baseline.auto_min_triplets is null: with 10, the baseline's own estimation
+#: error made the CUSUM page on noise about once per 100 runs at 40 triplets per
+#: run; with 20, about 0.3 (bench/stat_validation.py, docs/benchmarks.md).
+AUTO_BASELINE_RUNS = 20
+
+
 class BaselineCfg(BaseModel):
     model_config = _Strict
     auto_min_triplets: int | None = Field(
-        None, ge=1, description="Triplets the automatic baseline needs; null = 10 runs' worth.")
+        None, ge=1, description="Triplets the automatic baseline needs; null = 20 runs' worth.")
     jsd_window_runs: int = Field(10, ge=1, le=1000,
                                  description="Recent runs pooled for the JSD shape monitor.")
 

@@ -7,9 +7,12 @@
   alarm when max(S+, S-) > h; k is half the design shift
   (thresholds.drift_md_points) in z units of this run, but at least K_MIN:
   when runs are too small to resolve the design shift (k would be tiny) the
-  CUSUM would drift up on noise alone and page weekly. z enters clipped to
-  +-Z_CLIP so one odd run (t-based SEs from few triplets have heavy tails)
-  cannot cross h alone; a real shift keeps adding up.
+  CUSUM would drift up on noise alone and page weekly. A run adds at most
+  Z_CLIP to a sum (the increment z - k is clipped, not z), so one odd run
+  (t-based SEs from few triplets have heavy tails) cannot cross h alone while
+  a real shift keeps adding up. Clipping z itself, as an earlier version did,
+  made a cell whose k reached Z_CLIP (large runs) blind to any drift
+  (bench/stat_validation.py found it).
 - An absolute threshold breaches only when the whole MD CI lies beyond
   +-thresholds.md_points (never on a point estimate).
 - States: OK -> PENDING (alarm or breach) -> FIRING (the alarm held for
@@ -77,9 +80,8 @@ def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: fl
     if z is not None:
         sigma = math.sqrt(obs.se**2 + obs.se_base**2)
         k = max(K_MIN, drift_points / (2 * sigma))
-        zc = max(-Z_CLIP, min(Z_CLIP, z))
-        s_plus = max(0.0, s_plus + zc - k)
-        s_minus = max(0.0, s_minus - zc - k)
+        s_plus = max(0.0, s_plus + min(Z_CLIP, z - k))
+        s_minus = max(0.0, s_minus + min(Z_CLIP, -z - k))
     alarm = max(s_plus, s_minus) > h
     reasons = []
     if alarm:

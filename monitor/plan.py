@@ -20,8 +20,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from monitor.catalog import Catalog
+from monitor.config import AUTO_BASELINE_RUNS
 from monitor.drift import CALM_RUNS, CALM_Z, K_MIN, Z_CLIP
 from monitor.errors import UsageError
+from monitor.stats import MIN_CELL_N
 
 __all__ = ["H_GRID", "N_GRID", "Cells", "cell_shares", "make_plan", "plan_command",
            "sd_from_md", "simulate"]
@@ -30,7 +32,6 @@ H_GRID = np.arange(0.5, 16.01, 0.5)
 N_GRID = (10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 150, 180, 200, 250, 300, 350, 400, 500,
           600, 800, 1000, 1200, 1500, 2000, 3000, 5000, 8000)
 POWER = 0.8
-MIN_CELL_N = 5  # monitor.watch.MIN_CELL_N (not imported: watch pulls in the LLM client)
 SEED = 20261129
 REPS, RUNS, PRE = 400, 100, 5  # false alarms: 400 baselines x 100 runs; shift after 5 runs
 
@@ -83,9 +84,9 @@ def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, bas
         sigma = np.sqrt(se**2 + se_b**2)
         z = (md - md_b) / sigma
         k = np.maximum(K_MIN, drift_points / (2 * sigma))
-        zc = np.clip(z, -Z_CLIP, Z_CLIP)
-        new_plus = np.where(valid, np.maximum(0.0, s_plus + zc - k), s_plus)
-        new_minus = np.where(valid, np.maximum(0.0, s_minus - zc - k), s_minus)
+        new_plus = np.where(valid, np.maximum(0.0, s_plus + np.minimum(Z_CLIP, z - k)), s_plus)
+        new_minus = np.where(valid, np.maximum(0.0, s_minus + np.minimum(Z_CLIP, -z - k)),
+                             s_minus)
         hot = np.maximum(new_plus, new_minus) > h
         alarm_runs = np.where(valid, np.where(hot, alarm_runs + 1, 0), alarm_runs)
         calm_runs = np.where(valid, np.where(np.abs(z) < CALM_Z, calm_runs + 1, 0), calm_runs)
@@ -132,11 +133,7 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
     if within < min_runs_firing:
         raise UsageError(f"--within-runs {within} is shorter than alerts.min_runs_firing "
                          f"({min_runs_firing}): a page needs that many runs")
-    # Beyond the size where the largest cell's k nears Z_CLIP the CUSUM cannot climb
-    # (z is clipped at Z_CLIP): detection is not monotone there, so the search stops.
-    grid = [n for n in sorted({min(n, cells.population) for n in N_GRID})
-            if _k(drift_points, sd, n * max(cells.shares), _base_runs(n, auto_min_triplets))
-            <= Z_CLIP - 0.5] or [N_GRID[0]]
+    grid = sorted({min(n, cells.population) for n in N_GRID})
     best: tuple[int, float, float, float] | None = None
     lo, hi = 0, len(grid) - 1
     while lo <= hi:  # detection grows with the run size: bisect the grid
@@ -168,7 +165,8 @@ def _k(drift_points: float, sd: float, n_cell: float, base_runs: int) -> float:
 
 
 def _base_runs(n_run: int, auto_min_triplets: int | None) -> int:
-    return max(1, math.ceil(auto_min_triplets / n_run)) if auto_min_triplets else 10
+    return (max(1, math.ceil(auto_min_triplets / n_run)) if auto_min_triplets
+            else AUTO_BASELINE_RUNS)
 
 
 def one_shot_n(sd: float, delta: float) -> int:
@@ -302,7 +300,7 @@ def _text(r: dict[str, Any]) -> str:
         f"p(detect) = {e['p_detect']:g}", f"  calls per day: {r['calls_per_day']} "
         f"({r['triplets_per_run']} x {r['languages']} languages x {r['runs_per_day']:g} "
         f"runs/day)", f"  cost per day: {cost}"] if r["reachable"] else [
-        "  not reachable: no run size meets both (catalog size or z clip; docs/plan.md)"]
+        "  not reachable: no run size meets both (catalog size; docs/plan.md)"]
     if now["drift_md_points"] != r["delta"]:
         lines.append(f"  note: the config has thresholds.drift_md_points = "
                      f"{now['drift_md_points']:g}; set it to {r['delta']:g} for this k")

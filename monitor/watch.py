@@ -2,8 +2,10 @@
 
 - The baseline is a set of runs chosen by the user (`monitor baseline set`),
   or, while there is none, made automatically from the first runs once they
-  hold enough triplets (baseline.auto_min_triplets, default 10 x
-  triplets_per_run); until then nothing is compared and nothing pages.
+  hold enough triplets (baseline.auto_min_triplets, default 20 x
+  triplets_per_run: with 10 runs the baseline's own error made the CUSUM page
+  on noise about once per 100 runs, bench/stat_validation.py); until then
+  nothing is compared and nothing pages.
 - Runs are compared only with a baseline of the same catalog version and
   model id. When the provider reports another model id (or a new
   fingerprint), the evaluation says so instead of comparing silently.
@@ -20,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from monitor.catalog import Catalog
-from monitor.config import Settings
+from monitor.config import AUTO_BASELINE_RUNS, Settings
 from monitor.drift import FIRING, OK, PENDING, CellState, Observation, step
 from monitor.run import RunResult
 from monitor.stats import MIN_CELL_N, md_table
@@ -98,7 +100,8 @@ def _f(x: Any) -> float:
 def _auto_baseline(settings: Settings, store: Store, result: RunResult) -> dict[str, Any] | None:
     run = result.run
     model = result.model_ids[0] if result.model_ids else run.model
-    need = settings.baseline.auto_min_triplets or 10 * settings.sampling.triplets_per_run
+    need = (settings.baseline.auto_min_triplets
+            or AUTO_BASELINE_RUNS * settings.sampling.triplets_per_run)
     runs = [r for r in store.runs(run.endpoint)
             if r.status == "complete" and r.catalog_version == run.catalog_version]
     if not runs:
