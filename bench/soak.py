@@ -5,7 +5,8 @@
 Starts the local OpenAI-protocol server (in this process, answering scored
 JSON, with a fault mix: 429 with Retry-After, 500, 3 s stalls, garbage) and
 `monitor run` as a subprocess with `every: 10s`, then samples the daemon's
-RSS, open file descriptors and the DuckDB file size every 5 s, and reads run
+RSS, open file descriptors, its child processes (each scheduled run is one;
+zombies counted) and the DuckDB file size every 5 s, and reads run
 durations from the store at the end. Writes bench/results/soak.json (and
 prints it): the samples, the RSS slope (MB per hour, least squares over the
 second half, after warm-up) and the run durations.
@@ -34,6 +35,26 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _children(pid: int) -> tuple[int, int, float]:
+    """Live children of pid, how many are zombies, and their RSS (MB): each
+    scheduled run is a child process, and none may be left behind."""
+    n = zombies = 0
+    rss = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid:
+            n += 1
+            zombies += fields[0] == "Z"
+            rss += _rss_mb(int(entry.name)) if fields[0] != "Z" else 0.0
+    return n, zombies, rss
 
 
 def _slope(xs: list[float], ys: list[float]) -> float:
@@ -92,7 +113,9 @@ def main() -> None:
         try:
             while time.monotonic() - t0 < args.minutes * 60 and proc.poll() is None:
                 db = tmp / "monitor.duckdb"
+                kids, zombies, kid_rss = _children(proc.pid)
                 samples.append({
+                    "children": kids, "zombies": zombies, "children_rss_mb": round(kid_rss, 1),
                     "t_s": round(time.monotonic() - t0, 1), "rss_mb": round(_rss_mb(proc.pid), 1),
                     "fds": len(os.listdir(f"/proc/{proc.pid}/fd")),
                     "db_mb": round(db.stat().st_size / 2**20, 2) if db.exists() else 0.0})
@@ -119,6 +142,9 @@ def main() -> None:
         "fds": {"start": samples[0]["fds"] if samples else 0,
                 "max": max((s["fds"] for s in samples), default=0),
                 "end": samples[-1]["fds"] if samples else 0},
+        "children": {"max": max((s["children"] for s in samples), default=0),
+                     "zombies_max": max((s["zombies"] for s in samples), default=0),
+                     "rss_peak_mb": max((s["children_rss_mb"] for s in samples), default=0)},
         "db_mb_end": samples[-1]["db_mb"] if samples else 0,
         "samples": samples,
     }
