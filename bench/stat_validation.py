@@ -517,13 +517,13 @@ def planner_check(cat: Catalog, drift: dict[str, Any], rec: dict[str, Any],
 
 
 def figures(md: dict[str, Any], drift: dict[str, Any], h_grid: list[float],
-            default_h: float) -> list[str]:
+            default_h: float, base_runs: int) -> list[str]:
     from monitor.figures import Series, bar_chart, line_chart
 
     paths = [line_chart(OUT / "stat_validation_false_alarms.png", [
         Series(f"{size} triplets/run", h_grid, [max(1e-3, res["h"][str(h)][
             "false_alarms_per_100_runs"]) for h in h_grid]) for size, res in drift.items()],
-        title="False pages per 100 runs, no drift (10-run baseline, 9 country cells)",
+        title=f"False pages per 100 runs, no drift ({base_runs}-run baseline, 9 country cells)",
         xlabel="CUSUM h (z units)", ylabel="false pages / 100 runs", hlines={"target 1": 1.0},
         logy=True)]
     paths.append(line_chart(OUT / "stat_validation_p3_vs_h.png", [
@@ -622,7 +622,8 @@ def main() -> None:
                          "efficiency above 1 is possible and means 'at the bound'"},
            "generator_check": check, "md": md, "jsd": jsd, "drift": drift,
            "recommendation": rec, "planner_check": plan_check}
-    doc["figures"] = [] if args.drift_only else figures(md, drift, h_grid, t.cusum_h)
+    doc["figures"] = [] if args.drift_only else figures(md, drift, h_grid, t.cusum_h,
+                                                              args.baseline_runs)
     doc["seconds"] = round(time.time() - start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
