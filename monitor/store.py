@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["CALL_COLUMNS", "SCORE_COLUMNS", "STAT_COLUMNS", "RunRow", "Store"]
 
 APP = "bias-monitor"
+_LOCKED = re.compile(r"\b(?:could not set lock|conflicting lock)\b", re.IGNORECASE)
 
 # (name, DuckDB type) in table order; batches are dicts of column -> list.
 CALL_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -199,11 +201,14 @@ class Store:
                 break
             except duckdb.Error as exc:
                 text = " ".join(str(exc).split())
-                if "lock" in text.lower() and time.monotonic() < deadline:
+                # DuckDB's "Could not set lock on file ... Conflicting lock is held";
+                # a bare "lock" would also match "block" in a corrupt-file error.
+                busy = _LOCKED.search(text) is not None
+                if busy and time.monotonic() < deadline:
                     time.sleep(delay)  # another process is writing: wait for its turn
                     delay = min(delay * 2, 0.5)
                     continue
-                if "lock" in text.lower():
+                if busy:
                     raise StoreError(f"{self.path}: in use by another process for more than "
                                      f"{self.lock_timeout_s:g}s ({text[:160]}); try again "
                                      "later") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -568,3 +569,17 @@ def test_alert_states_and_events_are_saved_and_replaced(tmp_path: Path) -> None:
     store.outbox_add("ep", ["c"])
     assert [p for _, p in store.outbox_pending("ep")] == ["a", "b", "c"]
     assert [i for i, _ in store.outbox_pending("ep")] == [1, 2, 3]
+
+
+def test_a_corrupt_block_is_reported_at_once_not_as_a_busy_file(tmp_path: Path) -> None:
+    # DuckDB says "... checksum ... in block at location N": "block" is not a lock.
+    path = tmp_path / "corrupt.duckdb"
+    Store(path).query("SELECT 1")
+    data = bytearray(path.read_bytes())
+    for i in range(12288 + 100, 12288 + 400):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    start = time.monotonic()
+    with pytest.raises(StoreError, match=r"cannot open as a DuckDB database.*checksum"):
+        Store(path, lock_timeout_s=20).query("SELECT count(*) FROM meta")
+    assert time.monotonic() - start < 5  # no 20 s of retries
