@@ -89,15 +89,20 @@ def _probe(args: argparse.Namespace) -> int:
     return probe_command(args)
 
 
-def _run(args: argparse.Namespace) -> int:
+def setup_logging(level: str) -> None:
+    """The daemon's log format on stderr; `monitor run` and its run processes share it."""
     import logging
 
-    from monitor.scheduler import serve
-
-    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+    logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apscheduler", "LiteLLM", "httpx", "litellm"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from monitor.scheduler import serve
+
+    setup_logging(args.log_level)
     return serve(args.config)
 
 
@@ -131,21 +136,11 @@ def _seed(text: str) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
-    from monitor.config import load_settings
+    from monitor.config import load_settings, parse_since
     from monitor.store import Store
 
     settings, _ = load_settings(args.config)
-    since = None
-    if args.since:
-        try:
-            since = datetime.fromisoformat(args.since)
-        except ValueError:
-            print(f"monitor: error: --since {args.since!r} is not a date (YYYY-MM-DD)",
-                  file=sys.stderr)
-            return 2
-        since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    since = parse_since(args.since) if args.since else None
     counts = Store(settings.storage.path, lock_timeout_s=60).export_parquet(args.parquet, since)
     for table, n in counts.items():
         print(f"{table}: {n} rows -> {args.parquet / table}/date=*/endpoint=*/")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -22,9 +23,10 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, UsageError
 
-__all__ = ["Endpoint", "Settings", "load_settings", "parse_every", "resolve_config_path"]
+__all__ = ["Endpoint", "Settings", "load_settings", "parse_every", "parse_since",
+           "resolve_config_path"]
 
 _Strict = ConfigDict(extra="forbid", frozen=True)
 Variant = Literal["plain", "cot", "female", "male"]
@@ -273,3 +275,13 @@ def _one_line(exc: ValidationError, path: Path) -> str:
         msg = f"{err['msg']}{shown}"
     more = f" [+{exc.error_count() - 1} more]" if exc.error_count() > 1 else ""
     return f"{path}: {key}: {msg}{source}{more}"
+
+
+def parse_since(text: str) -> datetime:
+    """A `--since` value (report, export): a date or ISO time, UTC when no zone is given."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--since {text!r}: not a date; use YYYY-MM-DD or an ISO time, "
+                         f"e.g. --since 2026-11-01") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

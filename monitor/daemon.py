@@ -23,7 +23,6 @@ import json
 import logging
 import signal
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
@@ -32,6 +31,7 @@ from typing import Any
 
 from monitor.alerts import SlackNotifier
 from monitor.catalog import Catalog, load_catalog
+from monitor.cli import setup_logging
 from monitor.config import Endpoint, Settings, load_settings
 from monitor.llm import LLMClient
 from monitor.metrics import MetricsState
@@ -55,9 +55,6 @@ class Daemon:
         self.store = store
         self.state = state
         self.notifier = notifier
-        self.started = time.time()
-        self.heartbeat = time.time()
-        self.running: set[asyncio.Task[Any]] = set()
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
         self._baseline_cache: dict[tuple[str, str], Any] = {}
@@ -68,9 +65,6 @@ class Daemon:
         log.warning("endpoint %s: run not completed: %s", endpoint, why)
 
     async def run_job(self, name: str) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self.running.add(task)
         endpoint = self.settings.endpoint(name)
         try:
             opts = self._budget(endpoint)
@@ -95,9 +89,6 @@ class Daemon:
                 await asyncio.to_thread(self.state.refresh, self.store, name)
             except Exception as refresh_exc:
                 log.warning("metrics refresh failed: %s", type(refresh_exc).__name__)
-        finally:
-            if task is not None:
-                self.running.discard(task)
 
     async def _one(self, endpoint: Endpoint, opts: RunOptions) -> None:
         client = self.client_factory(endpoint) if self.client_factory else None
@@ -237,9 +228,6 @@ def _transition(data: dict[str, Any]) -> Transition:
 
 # --- one job in a child process (what `monitor run` starts) --------------------------------
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"  # as `monitor run` logs
-
-
 def child_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m monitor.daemon")
     ap.add_argument("--endpoint", required=True)
@@ -247,10 +235,7 @@ def child_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, default=None)
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level, logging.INFO), stream=sys.stderr,
-                        format=LOG_FORMAT)
-    for noisy in ("apscheduler", "LiteLLM", "httpx", "litellm"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    setup_logging(args.log_level)
     settings, _ = load_settings(args.config)
     store = Store(settings.storage.path)
     daemon = Daemon(settings, load_catalog(settings.catalog.path), store, MetricsState(),

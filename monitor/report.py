@@ -17,14 +17,14 @@ import json
 import math
 import sys
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from monitor.catalog import Catalog, load_catalog
-from monitor.config import load_settings
+from monitor.config import load_settings, parse_since
 from monitor.errors import NoResultsError, UsageError
 from monitor.reasoning import weakness_table
 from monitor.stats import jsd_table, md_table, nullable
@@ -75,15 +75,6 @@ class EndpointReport:
     movers: list[Mover] = field(default_factory=list)
 
 
-def _since(text: str) -> datetime:
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"--since {text!r}: not a date; use YYYY-MM-DD or an ISO time, "
-                         f"e.g. --since 2026-11-01") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
 def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[str, list[RunRow]]:
     """endpoint -> the finished runs the report's tables cover (oldest first)."""
     wanted = set(args.endpoint or [])
@@ -96,7 +87,7 @@ def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[st
             raise UsageError(f"--run {args.run}: the run is {run.status}, not finished; "
                              f"finish it with `monitor probe --once --resume {args.run}`")
         return {run.endpoint: [run]}
-    since = _since(args.since) if args.since else None
+    since = parse_since(args.since) if args.since else None
     out: dict[str, list[RunRow]] = {}
     for run in sorted(store.runs(), key=lambda r: r.started_at):
         if run.status not in FINISHED or (wanted and run.endpoint not in wanted):
