@@ -116,12 +116,7 @@ def _history(store: Store, runs: list[RunRow]) -> pd.DataFrame:
 
 
 def _movers(store: Store, catalog: Catalog, now: list[str], base: list[str]) -> list[Mover]:
-    sql = ("SELECT c.scenario, s.option_id, s.country, s.language, avg(s.score), count(*) "
-           "FROM scores s JOIN probe_calls c USING (run_id, triplet_id, language) "
-           "WHERE list_contains($1, s.run_id) AND c.status = 'ok' "
-           "GROUP BY c.scenario, s.option_id, s.country, s.language")
-    new = {r[:4]: (float(r[4]), int(r[5])) for r in store.query(sql, [now])}
-    old = {r[:4]: (float(r[4]), int(r[5])) for r in store.query(sql, [base])}
+    new, old = store.option_means(now), store.option_means(base)
     # Only an option asked in its own country's language: that is where the bias lives.
     keys = [k for k in new if k in old and catalog.local_language(k[2]) == k[3]]
     # Ranked by the move weighted by its evidence (|delta| * sqrt of the effective n), so

@@ -456,6 +456,17 @@ class Store:
         return self.frame(f"SELECT {cols} FROM probe_calls WHERE list_contains($1, run_id)",
                           [list(run_ids)])
 
+    def option_means(self, run_ids: Sequence[str]) -> dict[tuple[str, str, str, str],
+                                                          tuple[float, int]]:
+        """(scenario, option_id, country, language) -> (mean score, n) over answered calls:
+        what moved against a baseline (Slack's movers, the report's evidence)."""
+        rows = self.query(
+            "SELECT c.scenario, s.option_id, s.country, s.language, avg(s.score), count(*) "
+            "FROM scores s JOIN probe_calls c USING (run_id, triplet_id, language) "
+            "WHERE list_contains($1, s.run_id) AND c.status = 'ok' "
+            "GROUP BY c.scenario, s.option_id, s.country, s.language", [list(run_ids)])
+        return {(r[0], r[1], r[2], r[3]): (float(r[4]), int(r[5])) for r in rows}
+
     def scores_frame(self, run_ids: Sequence[str]) -> pd.DataFrame:
         return self.frame(
             "SELECT s.*, c.scenario, c.variant FROM scores s JOIN probe_calls c "

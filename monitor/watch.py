@@ -121,14 +121,12 @@ def movers(store: Store, catalog: Catalog, run_id: str, base_runs: list[str], sc
     lang = catalog.local_language(country)
     if lang is None:
         return []
-    where = "" if scenario == "all" else " AND c.scenario = $4"
-    params: list[Any] = [[run_id], country, lang] + ([] if scenario == "all" else [scenario])
-    sql = ("SELECT c.scenario, s.option_id, avg(s.score) FROM scores s JOIN probe_calls c "
-           "USING (run_id, triplet_id, language) WHERE list_contains($1, s.run_id) AND "
-           f"s.country = $2 AND s.language = $3 AND c.status = 'ok'{where} "
-           "GROUP BY c.scenario, s.option_id")
-    now = {(r[0], r[1]): r[2] for r in store.query(sql, params)}
-    base = {(r[0], r[1]): r[2] for r in store.query(sql, [base_runs, *params[1:]])}
+    def cell(means: dict[tuple[str, str, str, str], tuple[float, int]]) -> dict[
+            tuple[str, str], float]:
+        return {(scen, oid): mean for (scen, oid, c, lg), (mean, _) in means.items()
+                if c == country and lg == lang and scenario in ("all", scen)}
+
+    now, base = cell(store.option_means([run_id])), cell(store.option_means(base_runs))
     moved = sorted(((abs(v - base[k]), k, base[k], v) for k, v in now.items() if k in base),
                    reverse=True)[:top]
     out = []
