@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pandas as pd
 
 from monitor.figures import Series, small_multiples, violins
 from monitor.report import EndpointReport, to_json
-from monitor.stats import MIN_CELL_N
+from monitor.stats import MIN_CELL_N, nullable
 
 __all__ = ["render_html", "render_markdown"]
 
@@ -34,17 +33,10 @@ pre{white-space:pre-wrap;font-size:12px;max-height:22em;overflow:auto;background
 padding:6px;margin:0}img{max-width:100%}.sim{background:#fffbe6;padding:4px 8px}"""
 
 
-def _num(x: Any) -> float | None:
-    if x is None:
-        return None
-    v = float(x)
-    return None if math.isnan(v) else v
-
-
 def _cell(value: Any, lo: Any, hi: Any, n: Any, *, fmt: str = "{:+.2f}",
           signed_test: bool = True) -> str:
     """A statistic with its CI and n; significant (CI excludes 0) cells are marked."""
-    v, a, b = _num(value), _num(lo), _num(hi)
+    v, a, b = nullable(value), nullable(lo), nullable(hi)
     if v is None:
         return '<td class="na">n/a</td>'
     # Fewer than MIN_CELL_N triplets give a t-interval too unreliable to flag.
@@ -96,7 +88,7 @@ def _md_tables(rep: EndpointReport) -> str:
         rows = [f'<h3>MD, scenario {html.escape(scen)}</h3><table class="md" '
                 f'data-scenario="{html.escape(scen)}"><tr><th class="l">country</th>'
                 f'<th class="l">language</th>{head}</tr>']
-        for country in sorted(set(sub["country"]), key=_country_order(rep)):
+        for country in sorted(set(sub["country"]), key=_country_key):
             cells = []
             lang = ""
             for v in variants:
@@ -114,9 +106,12 @@ def _md_tables(rep: EndpointReport) -> str:
     return "\n".join(parts)
 
 
-def _country_order(rep: EndpointReport) -> Any:
-    order = {c: i for i, c in enumerate(["US", "GB", "CA", "AU", "CN", "JP", "FR", "DE", "KR"])}
-    return lambda c: (order.get(c, 99), c)
+_ORDER = {c: i for i, c in enumerate(["US", "GB", "CA", "AU", "CN", "JP", "FR", "DE", "KR"])}
+
+
+def _country_key(country: str) -> tuple[int, str]:
+    """The paper's order of countries, then the rest alphabetically."""
+    return _ORDER.get(country, 99), country
 
 
 def _weakness(rep: EndpointReport) -> str:
@@ -143,7 +138,7 @@ def _alerts(rep: EndpointReport) -> str:
             "<th class=\"l\">change</th><th>MD</th><th>baseline</th><th>z</th>"
             "<th class=\"l\">reason</th></tr>"]
     for a in rep.alerts:
-        vals = [_num(a[k]) for k in ("md", "md_base", "z")]
+        vals = [nullable(a[k]) for k in ("md", "md_base", "z")]
         shown = "".join(f"<td>{v:+.2f}</td>" if v is not None else '<td class="na">-</td>'
                         for v in vals)
         rows.append(f'<tr><td class="l">{html.escape(str(a["event_at"])[:16])}</td>'
@@ -190,14 +185,16 @@ def _figures(rep: EndpointReport, out: Path) -> tuple[Path, Path | None]:
             {r["country"]: r["md"] for r in rep.baseline_md[rep.baseline_md["scenario"] == "all"]
              .to_dict("records")})
     panels = {}
-    for country in sorted(set(hist["country"]), key=_country_order(rep)):
+    for country in sorted(set(hist["country"]), key=_country_key):
         h = hist[hist["country"] == country]
         x = [runs.index(r) for r in h["run_id"]]
-        nan = float("nan")
-        panels[country] = (Series(country, x, [_num(v) or 0.0 for v in h["md"]],
-                                  [nan if _num(v) is None else float(v) for v in h["ci_lower"]],
-                                  [nan if _num(v) is None else float(v) for v in h["ci_upper"]]),
-                           _num(base.get(country)))
+
+        def band(col: str, h: pd.DataFrame = h) -> list[float]:  # a missing CI: a gap
+            return [float("nan") if nullable(v) is None else float(v) for v in h[col]]
+
+        panels[country] = (Series(country, x, [nullable(v) or 0.0 for v in h["md"]],
+                                  band("ci_lower"), band("ci_upper")),
+                           nullable(base.get(country)))
     trend = small_multiples(out / f"{slug}-md-trend.png", panels, title="MD over time (pooled "
                             "scenarios; band: 95% CI; dashed: baseline)", ylabel="MD (points)",
                             xlabels=labels)
@@ -250,7 +247,7 @@ def _md_cell(text: Any) -> str:
 
 def _md_stat(value: Any, lo: Any, hi: Any, n: Any, fmt: str = "{:+.2f}",
              test: bool = True) -> str:
-    v, a, b = _num(value), _num(lo), _num(hi)
+    v, a, b = nullable(value), nullable(lo), nullable(hi)
     if v is None:
         return "n/a"
     sig = test and a is not None and b is not None and (a > 0 or b < 0) and int(n) >= MIN_CELL_N
@@ -281,7 +278,7 @@ def render_markdown(reports: list[EndpointReport]) -> str:
         lines += ["", "### MD, pooled scenarios (points, 95% CI, n triplets)", "",
                   "| country | " + " | ".join(VARIANT_TITLES[v] for v in variants) + " |",
                   "|---" * (len(variants) + 1) + "|"]
-        for country in sorted(set(sub["country"]), key=_country_order(rep)):
+        for country in sorted(set(sub["country"]), key=_country_key):
             cells = []
             for v in variants:
                 hit = sub[(sub["variant"] == v) & (sub["country"] == country)]
