@@ -165,9 +165,14 @@ def test_history_since_keeps_the_states_of_the_whole_history(db: Path) -> None:
                    local=LOCAL, jsd=False)
     assert set(late["run_id"]) == {r.run_id for r in runs[2:]}
     # The CUSUM carries over from runs before `since`: same states as the full history.
-    cols = ["run_id", "scenario", "key", "value", "state", "z"]
-    assert late[cols].reset_index(drop=True).equals(
-        full[full["run_id"].isin(late["run_id"])][cols].reset_index(drop=True))
+    cols = ["run_id", "scenario", "key", "value", "state"]
+    mine = late.reset_index(drop=True)
+    theirs = full[full["run_id"].isin(late["run_id"])].reset_index(drop=True)
+    assert mine[cols].equals(theirs[cols])
+    # z to the last bits: DuckDB's parallel aggregation may sum the SEs in another
+    # order from one query to the next (4e-16 seen), which is not a different state.
+    np.testing.assert_allclose(mine["z"].to_numpy(float), theirs["z"].to_numpy(float),
+                               rtol=1e-12, atol=1e-12, equal_nan=True)
 
 
 def test_no_runs_gives_an_empty_history(tmp_path: Path) -> None:
