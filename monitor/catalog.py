@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.errors import CatalogError
+from monitor.yamlfile import load_yaml
 
 __all__ = [
     "VARIANTS",
@@ -30,6 +30,7 @@ __all__ = [
     "Triplet",
     "default_catalog_dir",
     "load_catalog",
+    "load_yaml",
     "read_catalog",
 ]
 
@@ -236,8 +237,3 @@ def load_catalog(root: Path | None = None) -> Catalog:
     if catalog is None:
         raise CatalogError(list(problems))
     return catalog
-
-
-def load_yaml(path: Path) -> object:
-    with path.open(encoding="utf-8") as fh:
-        return yaml.safe_load(fh)

@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from monitor.catalog import LABELS, Option, Pair, Problem, PromptFile, load_yaml, read_csv
+from monitor.yamlfile import YamlError
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _LANG = re.compile(r"^[a-z]{2,3}$")
@@ -56,8 +57,11 @@ def iso_countries() -> frozenset[str]:
 def check_languages(path: Path, problems: list[Problem]) -> dict[str, tuple[str, ...]]:
     try:
         raw = load_yaml(path)
-    except Exception as exc:  # yaml errors carry line numbers worth showing
-        problems.append(Problem(str(path), f"not valid YAML: {exc}".splitlines()[0]))
+    except YamlError as exc:  # its line number is worth showing
+        problems.append(Problem(str(path), exc.problem, row=exc.line))
+        return {}
+    except OSError as exc:
+        problems.append(Problem(str(path), f"cannot read: {exc.strerror}"))
         return {}
     if not isinstance(raw, dict) or not raw:
         problems.append(Problem(str(path), "must map language codes to lists of countries",
@@ -270,8 +274,11 @@ def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
             problems.append(Problem(f, f"{key}: {err['msg']}", column=key,
                                     fix="compare with prompts/en.yaml"))
         return None
-    except Exception as exc:
-        problems.append(Problem(f, f"not valid YAML: {exc}".splitlines()[0]))
+    except YamlError as exc:
+        problems.append(Problem(f, exc.problem, row=exc.line))
+        return None
+    except OSError as exc:
+        problems.append(Problem(f, f"cannot read: {exc.strerror}"))
         return None
     if prompt.language != lang:
         problems.append(Problem(f, f"language: {prompt.language!r} but the file is for {lang!r}",

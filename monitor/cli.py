@@ -2,14 +2,14 @@
 
 Heavy libraries (litellm, duckdb, pandas, scipy) are imported inside the
 command functions only, so `monitor --help` stays fast.
-Exit codes (contract): 0 ok; 1 breach with --fail-on-breach; 2 usage or
-configuration error; 3 the run produced no results.
+Exit codes (docs/contract.md): 0 ok; 1 breach with --fail-on-breach; 2 usage
+or configuration error; 3 the run produced no results; 4 the storage could
+not be written; 130 / 143 interrupted by Ctrl-C / SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -62,22 +62,15 @@ def _catalog_stats(args: argparse.Namespace) -> int:
 
 def _config_check(args: argparse.Namespace) -> int:
     import json
-    import re
 
-    from monitor.config import load_settings
+    from monitor.config import load_settings, masked_dump
+    from monitor.scheduler import make_trigger
 
     settings, path = load_settings(args.config)
-    data = settings.model_dump(mode="json")
-    for ep, raw in zip(settings.endpoints, data["endpoints"], strict=True):
-        if ep.api_key_env:
-            state = "set" if ep.api_key() else "NOT SET"
-            raw["api_key_env"] = f"{ep.api_key_env} ({state}; value never shown)"
-        if raw.get("api_base"):  # credentials in a URL are secrets too
-            raw["api_base"] = re.sub(r"//[^/]*@", "//***@", raw["api_base"])
-    slack = settings.alerts.slack
-    if slack.webhook_url_env:
-        state = "set" if os.environ.get(slack.webhook_url_env) else "not set"
-        data["alerts"]["slack"]["webhook_url_env"] = f"{slack.webhook_url_env} ({state})"
+    make_trigger(settings, path)  # the schedule `monitor run` would refuse, refused here too
+    data, warnings = masked_dump(settings, path)
+    for w in warnings:
+        print(f"monitor: warning: {w}", file=sys.stderr)
     print(f"# effective configuration from {path} (environment overrides applied)")
     print(json.dumps(data, indent=2, ensure_ascii=False))
     return 0
@@ -89,17 +82,8 @@ def _probe(args: argparse.Namespace) -> int:
     return probe_command(args)
 
 
-def setup_logging(level: str) -> None:
-    """The daemon's log format on stderr; `monitor run` and its run processes share it."""
-    import logging
-
-    logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("apscheduler", "LiteLLM", "httpx", "litellm"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def _run(args: argparse.Namespace) -> int:
+    from monitor.logs import setup_logging
     from monitor.scheduler import serve
 
     setup_logging(args.log_level)
@@ -137,14 +121,30 @@ def _seed(text: str) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from monitor.config import load_settings, parse_since
+    from monitor.errors import StoreDamagedError
     from monitor.store import Store
 
     settings, _ = load_settings(args.config)
     since = parse_since(args.since) if args.since else None
-    counts = Store(settings.storage.path, lock_timeout_s=60).export_parquet(args.parquet, since)
-    for table, n in counts.items():
+    # Read-only: an export must work on a file too damaged (or too full) to write.
+    store = Store(settings.storage.path, lock_timeout_s=60, read_only=True)
+    result = store.export_parquet(args.parquet, since)
+    for table, n in result.counts.items():
         print(f"{table}: {n} rows -> {args.parquet / table}/date=*/endpoint=*/")
+    if result.damaged:
+        tables = ", ".join(f"{t} ({why})" for t, why in result.damaged.items())
+        raise StoreDamagedError(f"{settings.storage.path}: the database file is damaged: "
+                                f"{len(result.counts)} tables exported, not readable: {tables}; "
+                                "restore the file from a backup copy")
     return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from monitor.config import load_settings
+    from monitor.runs import runs_command
+
+    settings, _ = load_settings(args.config)
+    return runs_command(settings, args.endpoint, as_json=args.json, limit=args.last)
 
 
 def _csv(text: str) -> list[str]:
@@ -155,9 +155,12 @@ def _csv(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from monitor import __version__
+
     ap = argparse.ArgumentParser(
         prog="monitor",
         description="bias-monitor: measure and watch local-language bias of LLM endpoints.")
+    ap.add_argument("--version", action="version", version=f"bias-monitor {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     cat = sub.add_parser("catalog", help="check or summarise the probe catalog")
@@ -201,8 +204,20 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     rn.set_defaults(func=_run)
 
-    ex = sub.add_parser("export", help="the stored tables as Parquet, partitioned by date and "
-                        "endpoint")
+    ru = sub.add_parser("runs", help="list the stored runs: status, calls, failures, the most "
+                        "common error", description="The stored runs, oldest first: id, start, "
+                        "status (and why it ended so), calls made of planned, failures and the "
+                        "most common error. Read-only; works while the daemon runs.")
+    ru.add_argument("--endpoint", action="append", metavar="NAME",
+                    help="only this endpoint (repeatable; default: all)")
+    ru.add_argument("--last", type=int, default=20, metavar="N",
+                    help="the latest N runs per endpoint (default 20; 0 = all)")
+    ru.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    ru.add_argument("--config", type=Path, default=None, metavar="PATH")
+    ru.set_defaults(func=_runs)
+
+    ex = sub.add_parser("export", help="every stored table as Parquet, partitioned by date and "
+                        "endpoint (read-only; also what is readable of a damaged file)")
     ex.add_argument("--parquet", type=Path, required=True, metavar="DIR")
     ex.add_argument("--since", metavar="DATE", help="only data from this date on (YYYY-MM-DD)")
     ex.add_argument("--config", type=Path, default=None, metavar="PATH")

@@ -24,8 +24,9 @@ from pydantic_settings import (
 )
 
 from monitor.errors import ConfigError, UsageError
+from monitor.yamlfile import YamlError, load_yaml
 
-__all__ = ["Endpoint", "Settings", "load_settings", "parse_every", "parse_since",
+__all__ = ["Endpoint", "Settings", "load_settings", "masked_dump", "parse_every", "parse_since",
            "resolve_config_path"]
 
 _Strict = ConfigDict(extra="forbid", frozen=True)
@@ -233,6 +234,12 @@ def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found; pass --config PATH or unset "
                           "MONITOR_CONFIG to use the built-in demo configuration")
+    try:  # our own read first: pydantic-settings would drop PyYAML's line and column
+        load_yaml(path)
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
 
     class _FromFile(Settings):
         @classmethod
@@ -275,6 +282,59 @@ def _one_line(exc: ValidationError, path: Path) -> str:
         msg = f"{err['msg']}{shown}"
     more = f" [+{exc.error_count() - 1} more]" if exc.error_count() > 1 else ""
     return f"{path}: {key}: {msg}{source}{more}"
+
+
+# Parameter names whose values are secrets, matched as whole words of the name
+# (api_key, access_token, x-api-key), so that max_tokens is not one.
+_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd",
+                           "auth", "authorization", "credential", "credentials", "cookie",
+                           "signature", "bearer"})
+
+
+def _is_secret(name: str) -> bool:
+    return any(w in _SECRET_WORDS for w in re.split(r"[^a-z0-9]+", name.lower()))
+
+
+def _mask_url(url: str) -> str:
+    """user:password@ and every query value of a URL are secrets too."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = re.sub(r"^[^@]*@", "***@", parts.netloc)
+    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)],
+                      safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[str]]:
+    """The effective configuration as JSON data with every secret masked, and a
+    warning for each secret found in the file itself (it belongs in the environment)."""
+    data = settings.model_dump(mode="json")
+    warnings: list[str] = []
+    for ep, raw in zip(settings.endpoints, data["endpoints"], strict=True):
+        if ep.api_key_env:
+            state = "set" if ep.api_key() else "NOT SET"
+            raw["api_key_env"] = f"{ep.api_key_env} ({state}; value never shown)"
+        if raw.get("api_base"):
+            masked = _mask_url(raw["api_base"])
+            if masked != raw["api_base"]:
+                warnings.append(f"{source}: endpoints[{ep.name}].api_base carries credentials "
+                                "or query values (masked here); keep secrets in environment "
+                                "variables")
+            raw["api_base"] = masked
+        for key in list(raw.get("params", {})):
+            if _is_secret(key):
+                raw["params"][key] = "***"
+                warnings.append(f"{source}: endpoints[{ep.name}].params.{key} holds a secret in "
+                                "the config file (masked here); name an environment variable "
+                                "in api_key_env instead")
+    slack = settings.alerts.slack
+    for field in ("webhook_url_env", "bot_token_env"):
+        name = getattr(slack, field)
+        if name:
+            state = "set" if os.environ.get(name) else "not set"
+            data["alerts"]["slack"][field] = f"{name} ({state}; value never shown)"
+    return data, warnings
 
 
 def parse_since(text: str) -> datetime:

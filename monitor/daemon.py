@@ -7,12 +7,17 @@ refreshes the metrics and tells Slack about alert changes. A failing job is
 logged and counted (bias_monitor_run_failures_total) and the scheduler goes
 on. Cancellation (SIGTERM) interrupts the run cleanly: what arrived is
 stored, the run is marked interrupted and is resumed at the next start.
+Before each run, interrupted runs are resumed or closed by the policy of
+monitor.recovery. A run without any answer (the endpoint is down) is not
+compared with the baseline: it says nothing about the model, and the gauges
+keep the last measured values (`last_run_*` shows the outage).
 
-`python -m monitor.daemon --endpoint NAME --report FILE` runs one job in a
+`python -m monitor.daemon --endpoint NAME --report-fd N` runs one job in a
 child process: `monitor run` starts one per scheduled run, so that LiteLLM,
 pandas and SciPy (about 300 MB) live only as long as a run and the
 long-lived scheduler stays small. The child writes what the parent cannot
-read back from DuckDB (failure counts, flags) to FILE.
+read back from DuckDB (failure counts, flags) as JSON to the pipe N - no
+file that a killed parent would leave behind.
 """
 
 from __future__ import annotations
@@ -21,20 +26,23 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from monitor.alerts import SlackNotifier
 from monitor.catalog import Catalog, load_catalog
-from monitor.cli import setup_logging
 from monitor.config import Endpoint, Settings, load_settings
+from monitor.errors import MonitorError
 from monitor.llm import LLMClient
+from monitor.logs import setup_logging
 from monitor.metrics import MetricsState
+from monitor.recovery import triage
 from monitor.run import RunOptions, RunResult, run_endpoint
 from monitor.stats import jsd_table
 from monitor.store import Store
@@ -101,7 +109,12 @@ class Daemon:
             await asyncio.to_thread(self.budget_hit, endpoint)
         log.info("endpoint %s: run %s done: %s", endpoint.name, result.run.run_id, counts)
         if counts["ok"] == 0:
+            # No answer says nothing about the model (its id, its bias): no comparison,
+            # no notice; the gauges keep the last measured run's values.
             self.count_failure(endpoint.name, f"run {result.run.run_id} produced no results")
+            await asyncio.to_thread(self.state.refresh, self.store, endpoint.name)
+            await asyncio.to_thread(self.deliver, endpoint)
+            return
         ev = await asyncio.to_thread(self._after_run, endpoint, result)
         payloads = [json.dumps({"kind": "transition", **asdict(t)}) for t in ev.to_notify]
         if not ev.comparable and ev.baseline is not None and "changed" in ev.note:
@@ -213,11 +226,16 @@ class Daemon:
         self.deliver(endpoint)
 
     def _interrupted(self, endpoint: Endpoint) -> str | None:
-        cutoff = datetime.now(UTC) - timedelta(days=1)
-        runs = [r for r in self.store.runs(endpoint.name)
-                if r.status == "interrupted" and r.started_at >= cutoff
-                and r.catalog_version == self.catalog.version]
-        return runs[-1].run_id if runs else None
+        """The run to resume now, after closing orphans and what is not resumed."""
+        for run in self.store.close_orphans(endpoint.name):
+            log.warning("endpoint %s: run %s was left running: %s; marked interrupted",
+                        endpoint.name, run.run_id, run.reason)
+        plan = triage(self.store.runs(endpoint.name), self.catalog.version)
+        for run, why in plan.close:
+            self.store.close_run(run.run_id, "failed", why)
+            log.warning("endpoint %s: run %s closed as failed, %s (its answers stay stored)",
+                        endpoint.name, run.run_id, why)
+        return plan.resume.run_id if plan.resume else None
 
 
 def _transition(data: dict[str, Any]) -> Transition:
@@ -231,14 +249,20 @@ def _transition(data: dict[str, Any]) -> Transition:
 def child_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m monitor.daemon")
     ap.add_argument("--endpoint", required=True)
-    ap.add_argument("--report", required=True, help="JSON file the parent reads afterwards")
+    ap.add_argument("--report-fd", type=int, required=True,
+                    help="pipe the JSON report is written to for the parent")
     ap.add_argument("--config", type=Path, default=None)
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     setup_logging(args.log_level)
-    settings, _ = load_settings(args.config)
-    store = Store(settings.storage.path)
-    daemon = Daemon(settings, load_catalog(settings.catalog.path), store, MetricsState(),
+    try:
+        settings, _ = load_settings(args.config)
+        store = Store(settings.storage.path)
+        catalog = load_catalog(settings.catalog.path)
+    except MonitorError as exc:  # one line, as from the CLI; the parent counts the failure
+        log.error("endpoint %s: run not started: %s", args.endpoint, exc)
+        return exc.exit_code
+    daemon = Daemon(settings, catalog, store, MetricsState(),
                     SlackNotifier(settings.alerts.slack))
 
     async def main() -> None:
@@ -253,7 +277,7 @@ def child_main(argv: list[str] | None = None) -> int:
     name = args.endpoint
     flags = {f: getattr(snap, f)[name] for f in ("comparable", "budget_exhausted")
              if name in getattr(snap, f)}
-    with open(args.report, "w", encoding="utf-8") as fh:
+    with os.fdopen(args.report_fd, "w", encoding="utf-8") as fh:
         json.dump({"failures": daemon.failures.get(name, 0),
                    "delivery_failures": daemon.delivery_failures.get(name, 0),
                    "flags": flags}, fh)

@@ -5,28 +5,50 @@
     │   ├── ConfigError        a config file, key or env override is wrong
     │   └── CatalogError       the probe catalog fails validation
     ├── StoreError             the DuckDB file cannot be used        -> exit 2
+    │   ├── StoreBusyError     another process holds it too long
+    │   ├── StoreDamagedError  the file is damaged (checksum, unreadable block)
+    │   └── StoreWriteError    a write failed (disk full, read-only) -> exit 4
     └── NoResultsError         a run produced no usable answers      -> exit 3
 
 Messages are one line, name the file / key / value and say how to fix it,
-and never contain a secret.
+and never contain a secret. Exit codes 130 (SIGINT) and 143 (SIGTERM) are
+an interrupted `probe --once`: what was stored stays, and it can be resumed.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "EXIT_BREACH",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_RESULTS",
+    "EXIT_OK",
+    "EXIT_STORAGE",
+    "EXIT_TERMINATED",
+    "EXIT_USAGE",
     "CatalogError",
     "ConfigError",
     "MonitorError",
     "NoResultsError",
+    "StoreBusyError",
+    "StoreDamagedError",
     "StoreError",
+    "StoreWriteError",
     "UsageError",
 ]
+
+EXIT_OK = 0
+EXIT_BREACH = 1
+EXIT_USAGE = 2
+EXIT_NO_RESULTS = 3
+EXIT_STORAGE = 4
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 class MonitorError(Exception):
     """Base class: an error the CLI turns into one line on stderr."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class UsageError(MonitorError):
@@ -53,7 +75,28 @@ class StoreError(MonitorError):
     """The storage file cannot be opened or is not a monitor database."""
 
 
+class StoreBusyError(StoreError):
+    """Another process held the file for longer than the store waits."""
+
+
+class StoreDamagedError(StoreError):
+    """The file is a DuckDB database whose blocks fail their checksums."""
+
+
+class StoreWriteError(StoreError):
+    """A write did not reach the file (no space, read-only, I/O error)."""
+
+    exit_code = EXIT_STORAGE
+
+    def __init__(self, message: str, *, mount: str = "?", free_bytes: int = 0,
+                 run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.mount = mount  # the file system's mount point, for the user's message
+        self.free_bytes = free_bytes
+        self.run_id = run_id  # the run it stopped, when a run was writing
+
+
 class NoResultsError(MonitorError):
     """A run could not produce results (endpoint unreachable, all failed)."""
 
-    exit_code = 3
+    exit_code = EXIT_NO_RESULTS

@@ -79,11 +79,18 @@ class BiasCollector(Collector):
         for (ep, status), n in sorted(s.probes.items()):
             probes.add_metric([ep, status], n)
         yield probes
-        failures = CounterMetricFamily(P + "run_failures", "Scheduled runs that raised or were "
-                                       "skipped, since start.", labels=["endpoint"])
+        failures = CounterMetricFamily(P + "run_failures", "Scheduled runs that failed (no "
+                                       "results, a crash, storage), since start.",
+                                       labels=["endpoint"])
         for ep, n in sorted(s.run_failures.items()):
             failures.add_metric([ep], n)
         yield failures
+        skipped = CounterMetricFamily(P + "runs_skipped", "Scheduled slots skipped because the "
+                                      "previous run was still going, since start.",
+                                      labels=["endpoint"])
+        for ep, n in sorted(s.runs_skipped.items()):
+            skipped.add_metric([ep], n)
+        yield skipped
         slack = CounterMetricFamily(P + "alert_delivery_failures", "Slack deliveries that "
                                     "failed (kept in the outbox and retried), since start.",
                                     labels=["endpoint"])
@@ -95,11 +102,17 @@ class BiasCollector(Collector):
         for (ep, direction), n in sorted(s.tokens.items()):
             tokens.add_metric([ep, direction], n)
         yield tokens
-        cost = CounterMetricFamily(P + "cost_usd", "Cost in USD (where known).",
-                                   labels=["endpoint"])
+        cost = CounterMetricFamily(P + "cost_usd", "Cost in USD of the calls whose price is "
+                                   "known (absent when none is).", labels=["endpoint"])
         for ep, usd in sorted(s.cost.items()):
             cost.add_metric([ep], usd)
         yield cost
+        unpriced = CounterMetricFamily(P + "probes_unpriced", "Answered calls whose cost is "
+                                       "unknown (no price known to LiteLLM or configured).",
+                                       labels=["endpoint"])
+        for ep, n in sorted(s.unpriced.items()):
+            unpriced.add_metric([ep], n)
+        yield unpriced
         hist = HistogramMetricFamily(P + "probe_latency_seconds", "Latency of answered probe "
                                      "calls (seconds).", labels=["endpoint"])
         for ep, (counts, total, n) in sorted(s.latency.items()):

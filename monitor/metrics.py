@@ -1,8 +1,13 @@
 """The values the exporter shows, read from DuckDB (so they survive restarts).
 
 Counters (probes, tokens, cost, the latency histogram) are totals over every
-stored call, so they never go backwards across a restart; gauges come from
-each endpoint's latest finished run and the persisted alert state.
+stored call, so they never go backwards across a restart; the statistic
+gauges (MD, drift, JSD, coverage, weakness share, baseline_comparable) come
+from each endpoint's latest run WITH results, so that an outage (runs that
+failed) does not make the series vanish: staleness shows in
+last_run_timestamp_seconds / last_run_success, which follow the latest
+finished run of any outcome. The cost counter is exposed only where a cost
+is known; calls without a known price are counted apart.
 `MetricsState.refresh(store, endpoint)` is called at start-up and after every
 run; the exporter only reads a snapshot.
 """
@@ -42,6 +47,8 @@ class Snapshot:
     weakness_share: dict[tuple[str, str, str], float] = field(default_factory=dict)
     run_failures: dict[str, int] = field(default_factory=dict)
     delivery_failures: dict[str, int] = field(default_factory=dict)
+    runs_skipped: dict[str, int] = field(default_factory=dict)
+    unpriced: dict[str, int] = field(default_factory=dict)
 
 
 class MetricsState:
@@ -75,7 +82,8 @@ class MetricsState:
                 changes[name] = {k: v for k, v in getattr(snap, name).items()
                                  if k[0] != endpoint}
                 changes[name].update(getattr(new, name))
-            for name in ("last_run_ts", "last_run_success", "cost", "latency", "comparable"):
+            for name in ("last_run_ts", "last_run_success", "cost", "latency", "comparable",
+                         "unpriced"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items() if k != endpoint}
                 changes[name].update(getattr(new, name))
             self._snap = replace(snap, **changes)
@@ -83,13 +91,19 @@ class MetricsState:
 
 def _load(store: Store, ep: str) -> Snapshot:
     snap = Snapshot()
-    last = store.query("SELECT run_id, status, epoch(finished_at) FROM runs WHERE endpoint = ? "
-                       "AND finished_at IS NOT NULL AND status IN ('complete', 'partial', "
-                       "'failed') ORDER BY finished_at DESC LIMIT 1", [ep])
-    if last:
-        run_id, status, finished = last[0]
-        snap.last_run_ts[ep] = float(finished)
+    finished = store.query(
+        "SELECT status, epoch(finished_at) FROM runs WHERE endpoint = ? AND finished_at IS NOT "
+        "NULL AND status IN ('complete', 'partial', 'failed') ORDER BY finished_at DESC LIMIT 1",
+        [ep])
+    if finished:
+        status, when = finished[0]
+        snap.last_run_ts[ep] = float(when)
         snap.last_run_success[ep] = int(status in ("complete", "partial"))
+    measured = store.query(
+        "SELECT run_id FROM runs WHERE endpoint = ? AND finished_at IS NOT NULL AND status IN "
+        "('complete', 'partial') ORDER BY finished_at DESC LIMIT 1", [ep])
+    if measured:
+        run_id = measured[0][0]
         for kind, scen, key, value, lo, hi in store.query(
                 "SELECT kind, scenario, key, value, ci_lower, ci_upper FROM run_stats "
                 "WHERE run_id = ?", [run_id]):
@@ -123,11 +137,13 @@ def _load(store: Store, ep: str) -> Snapshot:
     buckets = ", ".join(f"count(*) FILTER (WHERE latency_s <= {b})" for b in LATENCY_BUCKETS)
     row = store.query(
         f"SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-        f"coalesce(sum(cost_usd), 0), coalesce(sum(latency_s) FILTER (WHERE status <> 'failed'), "
-        f"0), count(*) FILTER (WHERE status <> 'failed'), {buckets} FROM probe_calls "
-        f"WHERE endpoint = ? AND status <> 'failed'", [ep])[0]
+        f"sum(cost_usd), count(*) FILTER (WHERE cost_usd IS NULL), coalesce(sum(latency_s), 0), "
+        f"count(*), {buckets} FROM probe_calls WHERE endpoint = ? AND status <> 'failed'",
+        [ep])[0]
     snap.tokens[(ep, "input")] = int(row[0])
     snap.tokens[(ep, "output")] = int(row[1])
-    snap.cost[ep] = float(row[2])
-    snap.latency[ep] = ([int(x) for x in row[5:]], float(row[3]), int(row[4]))
+    if row[2] is not None:  # no known price at all: no cost series, rather than a false 0
+        snap.cost[ep] = float(row[2])
+    snap.unpriced[ep] = int(row[3])
+    snap.latency[ep] = ([int(x) for x in row[6:]], float(row[4]), int(row[5]))
     return snap

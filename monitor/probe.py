@@ -1,29 +1,46 @@
 """`monitor probe --once`: one run per selected endpoint, then the summary.
 
-Exit codes (contract): 0 ok; 1 an MD breach and --fail-on-breach; 2 usage or
-configuration error; 3 a run produced no results (every probe failed).
-An interrupted run (Ctrl-C) keeps what was stored and says how to resume it.
+Exit codes (contract, docs/contract.md): 0 ok; 1 an MD breach and
+--fail-on-breach; 2 usage or configuration error; 3 a run produced no
+results (every probe failed, or no answer could be read); 4 the storage
+could not be written (the run stopped asking; unwritten answers are
+spooled); 130 / 143 interrupted by Ctrl-C / SIGTERM. An interrupted or
+stopped run keeps what was stored and says how to resume it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import shlex
+import signal
 import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
 
 from monitor.catalog import load_catalog
-from monitor.config import Endpoint, Settings, load_settings
-from monitor.errors import UsageError
+from monitor.config import Endpoint, Settings, demo_config_path, load_settings
+from monitor.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_RESULTS,
+    EXIT_TERMINATED,
+    StoreError,
+    StoreWriteError,
+    UsageError,
+)
 from monitor.progress import Progress
 from monitor.run import RunOptions, RunResult, run_endpoint
-from monitor.store import Store
+from monitor.store import RunSummary, Store
 from monitor.summary import breaches, json_document, text_summary
 
-__all__ = ["probe_command"]
+__all__ = ["probe_command", "resume_hint"]
 
 log = logging.getLogger("monitor.probe")
+T = TypeVar("T")
 
 
 def _endpoints(settings: Settings, names: list[str] | None, resume: str | None,
@@ -36,6 +53,44 @@ def _endpoints(settings: Settings, names: list[str] | None, resume: str | None,
     if not names:
         return list(settings.endpoints)
     return [settings.endpoint(n) for n in names]
+
+
+def resume_hint(run_id: str, config_path: Path) -> str:
+    """The command that resumes `run_id`, with --config unless it is the built-in demo."""
+    demo = config_path == demo_config_path()
+    config = "" if demo else f" --config {shlex.quote(str(config_path))}"
+    return f"monitor probe --once --resume {shlex.quote(run_id)}{config}"
+
+
+async def _terminable(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro`; SIGTERM cancels it the way Ctrl-C interrupts it (run stored as interrupted)."""
+    task = asyncio.ensure_future(coro)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await task
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def no_results_message(res: RunResult, summary: RunSummary | None) -> str:
+    """Why a run has nothing to estimate, with the most common stored reason."""
+    c = res.status_counts
+    head = f"run {res.run.run_id} of endpoint {res.run.endpoint} produced no results"
+    err = (f"; most common error ({summary.top_error_n} of {c['failed']}): {summary.top_error}"
+           if summary and summary.top_error else "")
+    unread = (f"; most common reason ({summary.top_unparseable_n} of {c['unparseable']}): "
+              f"{summary.top_unparseable}" if summary and summary.top_unparseable else "")
+    answered = c["unparseable"] + c["refused"]
+    if c["failed"] and not answered:
+        return (f"{head}: all {c['failed']} calls failed{err}; check the endpoint's model, "
+                "api_base and key")
+    if answered and not c["failed"]:
+        return (f"{head}: every call was answered, but no answer could be read "
+                f"({c['unparseable']} unparseable, {c['refused']} refused){unread}; the answers "
+                "are stored - check that the model follows the prompt's answer format")
+    return (f"{head}: {c['failed']} failed{err}, {c['unparseable']} unparseable{unread}, "
+            f"{c['refused']} refused")
 
 
 def probe_command(args: argparse.Namespace) -> int:
@@ -53,28 +108,41 @@ def probe_command(args: argparse.Namespace) -> int:
         for endpoint in endpoints:
             progress = Progress(label=f"[{endpoint.name}] ")
             try:
-                results.append(asyncio.run(run_endpoint(settings, catalog, store, endpoint,
-                                                        opts, progress)))
-            except KeyboardInterrupt:
-                running = [r for r in store.runs(endpoint.name) if r.status == "interrupted"]
-                hint = f" --resume {running[-1].run_id}" if running else ""
-                print(f"\nmonitor: interrupted; answers so far are stored in {storage}. "
-                      f"Resume with: monitor probe --once{hint}", file=sys.stderr)
-                return 130
+                results.append(asyncio.run(_terminable(run_endpoint(
+                    settings, catalog, store, endpoint, opts, progress))))
+            except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+                term = isinstance(exc, asyncio.CancelledError)
+                run_id = args.resume
+                if run_id is None:
+                    with contextlib.suppress(StoreError):
+                        stopped = [r for r in store.runs(endpoint.name)
+                                   if r.status == "interrupted"]
+                        run_id = stopped[-1].run_id if stopped else None
+                hint = f" Resume with: {resume_hint(run_id, config_path)}" if run_id else ""
+                print(f"\nmonitor: {'terminated (SIGTERM)' if term else 'interrupted'}; answers "
+                      f"so far are stored in {storage}.{hint}", file=sys.stderr)
+                return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+            except StoreWriteError as exc:
+                if exc.run_id:
+                    raise StoreWriteError(f"{exc}; then resume with: "
+                                          f"{resume_hint(exc.run_id, config_path)}",
+                                          mount=exc.mount, free_bytes=exc.free_bytes,
+                                          run_id=exc.run_id) from None
+                raise
+        failed = [r for r in results if r.status_counts["ok"] == 0]
+        summaries = {s.run.run_id: s for s in store.run_summaries(
+            run_ids=[r.run.run_id for r in failed])} if failed else {}
     if args.json:
         print(json.dumps(json_document(results, storage, catalog.version), ensure_ascii=False,
                          indent=2))
     else:
         print(f"# config {config_path}", file=sys.stderr)
         print("\n\n".join(text_summary(r, settings, storage) for r in results))
-    failed = [r for r in results if r.status_counts["ok"] == 0]
     for r in failed:
-        print(f"monitor: error: run {r.run.run_id} of endpoint {r.run.endpoint} produced no "
-              f"results ({r.status_counts['failed']} failed, {r.status_counts['unparseable']} "
-              f"unparseable, {r.status_counts['refused']} refused); check the endpoint "
-              "(model, api_base, key) and the stored errors", file=sys.stderr)
+        print(f"monitor: error: {no_results_message(r, summaries.get(r.run.run_id))}",
+              file=sys.stderr)
     if failed:
-        return 3
+        return EXIT_NO_RESULTS
     found = [b for r in results for b in breaches(r, settings)]
     for b in found:
         print(f"monitor: breach: {b}", file=sys.stderr)

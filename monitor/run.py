@@ -6,11 +6,19 @@ written as they arrive: a writer task drains whatever has arrived into one
 batch (so a slow endpoint's answers are stored one by one, a fast one's in
 batches), and a crash loses at most the calls in flight. Heavy statistics run
 in a worker thread, off the event loop.
+
+When a write fails for good (no space left, a read-only or damaged file),
+the run asks nothing more, the answers it holds (the failed batch and the
+calls still in flight, all paid for) go to a spool file (monitor.spool),
+and StoreWriteError says where; `--resume` imports the spool first. The
+run row names its owner process and every batch refreshes its heartbeat, so
+that a run whose process died is found (Store.close_orphans).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import secrets
@@ -18,17 +26,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from monitor import owner as owners
 from monitor.catalog import Catalog
 from monitor.config import Endpoint, Settings
-from monitor.errors import StoreError, UsageError
+from monitor.errors import StoreBusyError, StoreError, StoreWriteError, UsageError
 from monitor.llm import CallResult, LLMClient
 from monitor.parse import ParseResult, parse_answer
 from monitor.progress import Progress
 from monitor.prompts import Prompt, build_prompt
 from monitor.reasoning import weakness_table
 from monitor.sampling import ProbeSpec, Sampler
+from monitor.spool import Spool, find_spools, read_spool
 from monitor.stats import nullable, summarise
-from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS, RunRow, Store
+from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS, RunRow, Store, size_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,6 +46,11 @@ if TYPE_CHECKING:
 __all__ = ["RunOptions", "RunResult", "run_endpoint"]
 
 log = logging.getLogger("monitor.run")
+
+#: Seconds between heartbeats of a run that has nothing to write (a slow endpoint).
+HEARTBEAT_S = 60.0
+_BEAT = "heartbeat"  # a queue item that only refreshes the heartbeat
+Record = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -105,10 +120,19 @@ def _plan(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint
             raise UsageError(f"--resume {opts.resume}: the run used catalog version "
                              f"{run.catalog_version}, the catalog is now {catalog.version}; "
                              "start a new run instead")
+        if run.status == "running" and owners.alive(run.owner, run.heartbeat_at):
+            raise UsageError(f"--resume {opts.resume}: the run is still running in "
+                             f"{owners.describe(run.owner)}; wait for it to end or stop that "
+                             "process first")
         return run
     s = settings.sampling
     languages = opts.languages or s.languages
     scenarios = opts.scenarios or s.scenarios
+    where = "--languages" if opts.languages else "sampling.languages"
+    if len(set(languages)) < 2 or len(set(languages)) != len(languages):
+        raise UsageError(f"{where} {','.join(languages)}: a run needs at least two different "
+                         "languages (MD compares a country's local language with the others), "
+                         "each once; e.g. en,zh")
     for lang in languages:
         if lang not in catalog.languages:
             raise UsageError(f"language {lang!r} is not in the catalog ({list(catalog.languages)})"
@@ -124,7 +148,7 @@ def _plan(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint
     run_id = f"{endpoint.name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
     return RunRow(run_id, endpoint.name, endpoint.model, endpoint.simulated, index, seed,
                   catalog.version, list(scenarios), list(languages), list(s.variants), triplets,
-                  triplets * len(languages), now, None, "running")
+                  triplets * len(languages), now, None, "running", owners.token(), now, None, 1)
 
 
 def _records(run: RunRow, catalog: Catalog, spec: ProbeSpec, prompt: Prompt, res: CallResult,
@@ -157,35 +181,114 @@ def _columns(rows: list[dict[str, Any]], cols: tuple[tuple[str, str], ...]) -> d
     return {c: [r[c] for r in rows] for c, _ in cols}
 
 
-async def _writer(store: Store, queue: asyncio.Queue[tuple[dict[str, Any], list[dict[str, Any]]]
-                                                      | None]) -> None:
-    done = False
-    batch: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
-    final_tries = 0
-    while not done:
-        items = [await queue.get()]
-        while not queue.empty():
-            items.append(queue.get_nowait())
-        done = items[-1] is None
-        batch += [i for i in items if i is not None]
-        while batch:
-            calls = [c for c, _ in batch]
-            scores = [s for _, ss in batch for s in ss]
-            try:
-                await asyncio.to_thread(store.write_batch, _columns(calls, CALL_COLUMNS),
-                                        _columns(scores, SCORE_COLUMNS))
+class _Writer:
+    """Drains arrived answers into one DuckDB batch at a time. After a write
+    fails for good, `failure` is set (no new calls start) and every answer,
+    the failed batch first, goes to the run's spool instead."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.queue: asyncio.Queue[Record | str | None] = asyncio.Queue()
+        self.failure: StoreError | None = None
+        self.spool = Spool(store.path, run_id)
+        self.lost = 0  # answers neither written nor spooled (no place took the spool)
+        self.written = 0
+
+    def _keep(self, batch: list[Record]) -> None:
+        try:
+            self.spool.add(batch)
+        except OSError as exc:
+            self.lost += len(batch)
+            log.error("run %s: %d answers could not be spooled either (%s)", self.run_id,
+                      len(batch), exc.strerror or type(exc).__name__)
+
+    async def run(self) -> None:
+        done = False
+        batch: list[Record] = []
+        final_tries = 0
+        while not done:
+            items = [await self.queue.get()]
+            while not self.queue.empty():
+                items.append(self.queue.get_nowait())
+            done = items[-1] is None
+            batch += [i for i in items if isinstance(i, tuple)]
+            beat = any(i == _BEAT for i in items)
+            if self.failure is not None:
+                if batch:
+                    await asyncio.to_thread(self._keep, batch)
                 batch = []
-            except StoreError as exc:
-                # Another process holds the file longer than the store waits
-                # (a big export): keep the answers and try again, never drop them.
-                log.warning("storage busy, %d answers kept for the next write: %s",
-                            len(batch), str(exc)[:200])
-                if not done:
-                    break  # write them with the next arrivals
-                final_tries += 1
-                if final_tries >= 120:  # two more minutes, then give up loudly
-                    raise
-                await asyncio.sleep(1.0)
+                continue
+            while batch or beat:
+                calls = [c for c, _ in batch]
+                scores = [s for _, ss in batch for s in ss]
+                try:
+                    await asyncio.to_thread(self.store.write_batch, _columns(calls, CALL_COLUMNS),
+                                            _columns(scores, SCORE_COLUMNS),
+                                            heartbeat=self.run_id)
+                    self.written += len(batch)
+                    batch, beat = [], False
+                except StoreBusyError as exc:
+                    # Another process holds the file longer than the store waits
+                    # (a big export): keep the answers and try again, never drop them.
+                    log.warning("storage busy, %d answers kept for the next write: %s",
+                                len(batch), str(exc)[:200])
+                    if not done:
+                        break  # write them with the next arrivals
+                    final_tries += 1
+                    if final_tries >= 120:  # two more minutes, then keep them in the spool
+                        self.failure = exc
+                    else:
+                        await asyncio.sleep(1.0)
+                except StoreError as exc:  # no space, read-only, damaged: stop asking
+                    self.failure = exc  # the run raises it, with what was kept, at its end
+                    log.info("run %s: stops asking: %s", self.run_id, exc)
+                if self.failure is not None:
+                    if batch:
+                        await asyncio.to_thread(self._keep, batch)
+                    batch, beat = [], False
+
+
+async def _heartbeat(queue: asyncio.Queue[Record | str | None]) -> None:
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        await queue.put(_BEAT)
+
+
+def _import_spools(store: Store, run_id: str) -> int:
+    """Write a stopped run's spooled answers; the spool goes once they are stored."""
+    n = 0
+    for path in find_spools(store.path, run_id):
+        records = list(read_spool(path))
+        for i in range(0, len(records), 500):
+            part = records[i:i + 500]
+            store.write_batch(_columns([c for c, _ in part], CALL_COLUMNS),
+                              _columns([x for _, ss in part for x in ss], SCORE_COLUMNS))
+        path.unlink()
+        n += len(records)
+        log.info("run %s: imported %d spooled answers from %s", run_id, len(records), path)
+    return n
+
+
+def _stopped(writer: _Writer, exc: StoreError, total: int, not_asked: int) -> StoreError:
+    """The one error that says what stopped the run, what was kept where, and what to free."""
+    sp = writer.spool
+    parts = [str(exc), f"the run stopped asking ({not_asked} of {total} calls not made)"]
+    if sp.records:
+        parts.append(f"{sp.records} answers not written are kept in {sp.path} and imported "
+                     "by --resume")
+    if writer.lost:
+        parts.append(f"{writer.lost} answers could not be kept anywhere")
+    if isinstance(exc, StoreWriteError):
+        per = sp.bytes / sp.records if sp.records else 4096.0
+        # DuckDB writes the WAL, then checkpoints into new 256 KiB blocks: room for a
+        # few times the data, plus a margin for its block allocation.
+        need = 4 * (sp.bytes + not_asked * per) + 8 * 2**20
+        parts.append(f"free at least {size_text(need)} on {exc.mount} or move storage.path")
+        return StoreWriteError("; ".join(parts), mount=exc.mount, free_bytes=exc.free_bytes,
+                               run_id=writer.run_id)
+    out = type(exc)("; ".join(parts))
+    return out
 
 
 async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
@@ -195,6 +298,9 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     run = _plan(settings, catalog, store, endpoint, opts)
     if opts.resume is None:
         store.create_run(run)
+    else:
+        store.claim_run(run.run_id, owners.token())
+        await asyncio.to_thread(_import_spools, store, run.run_id)
     sampler = Sampler(catalog, scenarios=run.scenarios, variants=run.variants, seed=run.seed,
                       triplets_per_run=run.triplets)
     done = store.done_calls(run.run_id)
@@ -204,40 +310,60 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     client = client or LLMClient(endpoint, extra_params=extra)
     if progress:
         progress.start(run.run_id, len(todo))
-    queue: asyncio.Queue[tuple[dict[str, Any], list[dict[str, Any]]] | None] = asyncio.Queue()
-    writer = asyncio.create_task(_writer(store, queue))
-
+    writer = _Writer(store, run.run_id)
+    writing = asyncio.create_task(writer.run())
+    beating = asyncio.create_task(_heartbeat(writer.queue))
     guard = _CostGuard(opts.max_cost_usd)
+    # The calls in flight, as the client allows: a call decides to start only once it
+    # has its slot, so that a storage failure stops every call not yet on the wire.
+    slots = asyncio.Semaphore(endpoint.max_concurrency)
+    not_asked = 0
 
     async def one(spec: ProbeSpec, lang: str) -> None:
-        if not await guard.admit():
-            return  # today's budget is spent: not asked, the run ends partial
-        prompt = build_prompt(catalog, spec, lang)
-        res: CallResult | None = None
-        try:
-            res = await client.complete(prompt.messages)
-        finally:
-            await guard.settle(res.cost_usd if res is not None else None)
+        nonlocal not_asked
+        async with slots:
+            if writer.failure is not None or not await guard.admit():
+                not_asked += 1
+                return  # storage failed, or today's budget is spent: not asked
+            prompt = build_prompt(catalog, spec, lang)
+            res: CallResult | None = None
+            try:
+                res = await client.complete(prompt.messages)
+            finally:
+                await guard.settle(res.cost_usd if res is not None else None)
         parsed = (parse_answer(res.text, prompt.names, catalog.prompts[lang].refusals)
                   if res.ok and res.text is not None else None)
         record = _records(run, catalog, spec, prompt, res, parsed)
-        await queue.put(record)
+        await writer.queue.put(record)
         if progress:
             progress.advance(record[0]["status"])
 
+    async def drain() -> None:
+        beating.cancel()
+        await writer.queue.put(None)
+        await writing
+
     try:
         await asyncio.gather(*(one(spec, lang) for spec, lang in todo))
-    except BaseException:
+    except BaseException as exc:
         # Ctrl-C, SIGTERM or a crash of this process: keep what arrived, and
         # leave the run resumable with --resume.
-        await queue.put(None)
-        await writer
-        await asyncio.to_thread(store.finish_run, run.run_id, "interrupted")
+        await drain()
+        why = ("stopped by SIGTERM or shutdown" if isinstance(exc, asyncio.CancelledError)
+               else "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
+               else f"interrupted by an error: {type(exc).__name__}")
+        with contextlib.suppress(StoreError):
+            await asyncio.to_thread(store.finish_run, run.run_id, "interrupted", why)
         raise
-    await queue.put(None)
-    await writer
+    await drain()
     if progress:
         progress.finish()
+    if writer.failure is not None:
+        err = _stopped(writer, writer.failure, len(todo), not_asked)
+        with contextlib.suppress(StoreError):  # may not fit either: then close_orphans will
+            await asyncio.to_thread(store.finish_run, run.run_id, "interrupted",
+                                    f"storage failed: {writer.failure}"[:500])
+        raise err
     return await asyncio.to_thread(finish_run, settings, catalog, store, run,
                                    partial=guard.refused > 0)
 
@@ -252,7 +378,11 @@ def finish_run(settings: Settings, catalog: Catalog, store: Store, run: RunRow, 
         weak = weakness_table(scores, local)
         store.write_stats(run.run_id, _stat_rows(run.run_id, s.md, s.jsd, s.coverage, weak))
         status = "failed" if not s.status_counts["ok"] else "partial" if partial else "complete"
-        store.finish_run(run.run_id, status)
+        c = s.status_counts
+        reason = (f"no answer could be scored ({c['failed']} failed, {c['unparseable']} "
+                  f"unparseable, {c['refused']} refused)" if status == "failed" else
+                  "stopped early by the daily budget" if partial else None)
+        store.finish_run(run.run_id, status, reason)
         finished = store.get_run(run.run_id) or run
     return RunResult(finished, s.status_counts, s.md, s.jsd, s.coverage, s.cost_usd, s.model_ids)
 

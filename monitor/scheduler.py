@@ -3,10 +3,13 @@
 An AsyncIOScheduler (APScheduler 3.x, UTC) calls `Daemon.run_job(endpoint)`
 on the configured cron or `every:` schedule: one job per endpoint,
 coalesce=True and max_instances=1 (a run that overruns its slot makes the
-next one skip, which is logged and counted), misfire grace of half a period.
-A never-measured or stale endpoint is run once at start. SIGTERM / SIGINT
-stop the scheduler, interrupt in-flight runs cleanly (stored, resumable) and
-exit 0. /metrics and /healthz are served on metrics.host:port.
+next one skip: counted in bias_monitor_runs_skipped_total, logged at INFO at
+most every SKIP_LOG_S; a skip is not a failure), misfire grace of half a
+period. A never-measured or stale endpoint, or one with an interrupted run
+to resume (monitor.recovery), is run once at start. SIGTERM / SIGINT stop
+the scheduler, interrupt in-flight runs cleanly (stored, resumable) and exit
+0. /metrics and /healthz are served on metrics.host:port; a port that is
+taken is a configuration error (exit 2), not a traceback.
 
 Each run is a short-lived child process (`python -m monitor.daemon`, the
 same Daemon.run_job as in-process): LiteLLM, pandas and SciPy are about
@@ -26,7 +29,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +45,7 @@ from monitor.config import Settings, load_settings, parse_every
 from monitor.errors import ConfigError
 from monitor.exporter import MetricsServer, make_registry
 from monitor.metrics import MetricsState
+from monitor.recovery import triage
 from monitor.store import Store
 
 __all__ = ["make_trigger", "period_seconds", "serve"]
@@ -73,13 +76,16 @@ def period_seconds(trigger: BaseTrigger) -> float:
     return max(1.0, float((second - first).total_seconds()))
 
 
+SKIP_LOG_S = 600.0
+
+
 def serve(config: Path | None) -> int:
     settings, source = load_settings(config)
-    load_catalog(settings.catalog.path)  # a broken catalog fails here, not in every run
+    catalog = load_catalog(settings.catalog.path)  # a broken catalog fails here, not per run
     trigger = make_trigger(settings, source)
     settings.require_keys(settings.endpoints, source)
     store = Store(settings.storage.path)
-    return asyncio.run(_main(settings, config, store, trigger))
+    return asyncio.run(_main(settings, config, source, store, trigger, catalog.version))
 
 
 class ChildJobs:
@@ -97,6 +103,8 @@ class ChildJobs:
         self.running: set[asyncio.Task[Any]] = set()
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
+        self.skips: dict[str, int] = {}
+        self._skip_logged: dict[str, float] = {}
 
     def count_failure(self, endpoint: str, why: str | None, n: int = 1) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + n
@@ -104,17 +112,32 @@ class ChildJobs:
         if why is not None:  # None: the child has logged it already
             log.warning("endpoint %s: run not completed: %s", endpoint, why)
 
+    def count_skip(self, endpoint: str, why: str) -> None:
+        """A slot that found the previous run still going: counted, not a failure."""
+        self.skips[endpoint] = self.skips.get(endpoint, 0) + 1
+        self.state.set_flag("runs_skipped", endpoint, self.skips[endpoint])
+        now = time.monotonic()
+        if now - self._skip_logged.get(endpoint, -SKIP_LOG_S) >= SKIP_LOG_S:
+            self._skip_logged[endpoint] = now
+            log.info("endpoint %s: scheduled slot skipped (%s); %d skipped since start",
+                     endpoint, why, self.skips[endpoint])
+
     async def run_job(self, name: str) -> None:
         task = asyncio.current_task()
         if task is not None:
             self.running.add(task)
-        fd, report = tempfile.mkstemp(prefix="monitor-run-", suffix=".json")
-        os.close(fd)
+        read_fd, write_fd = os.pipe()
+        # A thread reads the report while the child runs; it ends at EOF, when the
+        # child (holding the only write end once _child has closed ours) exits.
+        reading = asyncio.ensure_future(asyncio.to_thread(_read_all, read_fd))
         try:
-            code = await self._child(name, report)
+            code = await self._child(name, write_fd)  # closes write_fd, whatever happens
+            report = await reading
             if code is None:
                 return  # shutdown: the child stored its answers and marked the run
             self._apply(name, report, code)
+            if code != 0:
+                await asyncio.to_thread(self._reap, name, code)
             await asyncio.to_thread(self.state.refresh, self.store, name)
         except asyncio.CancelledError:
             return  # shutdown before the child started: nothing to interrupt
@@ -123,20 +146,34 @@ class ChildJobs:
         finally:
             if task is not None:
                 self.running.discard(task)
-            with contextlib.suppress(OSError):
-                os.unlink(report)
+            if not reading.done():  # write_fd is closed: EOF is at most a moment away
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(reading)
+            os.close(read_fd)
 
-    async def _child(self, name: str, report: str) -> int | None:
+    def _reap(self, name: str, code: int) -> None:
+        """A child that died (OOM, SIGKILL) leaves its run `running`: close it now,
+        so that the next run resumes it."""
+        how = f"signal {-code}" if code < 0 else f"exit code {code}"
+        for run in self.store.close_orphans(name):
+            log.warning("endpoint %s: run %s was left running by its process (%s); marked "
+                        "interrupted, resumed by the next run", name, run.run_id, how)
+
+    async def _child(self, name: str, report_fd: int) -> int | None:
         """The child's exit code, or None when the run was interrupted by shutdown."""
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-        args = [*self.COMMAND[1:], "--endpoint", name, "--report", report,
+        args = [*self.COMMAND[1:], "--endpoint", name, "--report-fd", str(report_fd),
                 "--log-level", str(level)]
         if self.config is not None:
             args += ["--config", str(self.config)]
         # Its own session: a terminal's Ctrl-C reaches only this process, which
         # then stops the child itself (below), once.
-        proc = await asyncio.create_subprocess_exec(self.COMMAND[0], *args,
-                                                    start_new_session=True)
+        try:
+            proc = await asyncio.create_subprocess_exec(self.COMMAND[0], *args,
+                                                        start_new_session=True,
+                                                        pass_fds=(report_fd,))
+        finally:
+            os.close(report_fd)  # only the child holds the write end now
         try:
             return await proc.wait()
         except asyncio.CancelledError:
@@ -151,11 +188,10 @@ class ChildJobs:
                      name)
             return None
 
-    def _apply(self, name: str, report: str, code: int) -> None:
+    def _apply(self, name: str, report: bytes, code: int) -> None:
         try:
-            with open(report, encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
+            data = json.loads(report) if report else None
+        except ValueError:
             data = None
         if code != 0 or not data:
             self.count_failure(name, f"run process exited with code {code}")
@@ -170,12 +206,32 @@ class ChildJobs:
             self.state.set_flag(flag, name, int(value))
 
 
-async def _main(settings: Settings, config: Path | None, store: Store,
-                trigger: BaseTrigger) -> int:
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _wants_run_now(store: Store, endpoint: str, catalog_version: str) -> bool:
+    """Close runs left by dead processes; True when one waits to be resumed."""
+    for run in store.close_orphans(endpoint):
+        log.warning("endpoint %s: run %s was left running: %s; marked interrupted",
+                    endpoint, run.run_id, run.reason)
+    return triage(store.runs(endpoint), catalog_version).resume is not None
+
+
+async def _main(settings: Settings, config: Path | None, source: Path, store: Store,
+                trigger: BaseTrigger, catalog_version: str) -> int:
     state = MetricsState()
+    daemon = ChildJobs(config, store, state)
+    resume_now = set()
     for ep in settings.endpoints:
         await asyncio.to_thread(state.refresh, store, ep.name)
-    daemon = ChildJobs(config, store, state)
+        for flag in ("run_failures", "delivery_failures", "runs_skipped"):
+            state.set_flag(flag, ep.name, 0)  # every series from the start, for rate()
+        if await asyncio.to_thread(_wants_run_now, store, ep.name, catalog_version):
+            resume_now.add(ep.name)
     period = period_seconds(trigger)
     scheduler = AsyncIOScheduler(timezone=UTC)
 
@@ -192,22 +248,27 @@ async def _main(settings: Settings, config: Path | None, store: Store,
                        "stale": not fresh, "stale_after_seconds": limit,
                        "uptime_seconds": round(now - daemon.started, 1)}
 
-    server = MetricsServer(make_registry(state), settings.metrics.host, settings.metrics.port,
-                           health).start()
+    host, port = settings.metrics.host, settings.metrics.port
+    try:
+        server = MetricsServer(make_registry(state), host, port, health).start()
+    except OSError as exc:
+        raise ConfigError(f"{source}: metrics.host / metrics.port: cannot listen on "
+                          f"{host}:{port} ({exc.strerror or exc}); set metrics.port to a free "
+                          "port (or stop the process that holds it)") from None
     log.info("metrics on http://%s:%d/metrics (health: /healthz)", settings.metrics.host,
              server.port)
 
     def skipped(event: JobExecutionEvent) -> None:
-        why = "still running (overran its slot)" if event.code == EVENT_JOB_MAX_INSTANCES \
-            else "missed its slot"
-        daemon.count_failure(str(event.job_id), f"scheduled run skipped: previous run {why}"
-                             if event.code == EVENT_JOB_MAX_INSTANCES else why)
+        why = ("the previous run is still going" if event.code == EVENT_JOB_MAX_INSTANCES
+               else "missed by more than the grace time")
+        daemon.count_skip(str(event.job_id), why)
 
     scheduler.add_listener(skipped, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED)
     now = datetime.now(UTC)
     last = state.snapshot().last_run_ts
     for ep in settings.endpoints:
-        stale = ep.name not in last or time.time() - last[ep.name] > period
+        stale = (ep.name not in last or time.time() - last[ep.name] > period
+                 or ep.name in resume_now)
         scheduler.add_job(daemon.run_job, trigger, args=[ep.name], id=ep.name, name=ep.name,
                           coalesce=True, max_instances=1,
                           misfire_grace_time=max(1, int(period / 2)),

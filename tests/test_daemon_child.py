@@ -16,14 +16,13 @@ from monitor.metrics import MetricsState
 from monitor.scheduler import ChildJobs
 from monitor.store import Store
 
-# A stand-in for `python -m monitor.daemon`: writes REPORT to --report, exits CODE.
+# A stand-in for `python -m monitor.daemon`: writes REPORT to the pipe --report-fd, exits CODE.
 _FAKE = """
-import json, sys
+import json, os, sys
 args = sys.argv[1:]
-report = args[args.index("--report") + 1]
+fd = int(args[args.index("--report-fd") + 1])
 if {report!r} is not None:
-    with open(report, "w") as fh:
-        json.dump({report!r}, fh)
+    os.write(fd, json.dumps({report!r}).encode())
 sys.exit({code})
 """
 

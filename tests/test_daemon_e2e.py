@@ -87,8 +87,10 @@ def test_bias_raised_fires_once_survives_sigkill_and_recovers(
     with serve(model) as llm, serve_slack() as slack:
         monkeypatch.setenv("TEST_SLACK_URL", slack.url(HOOK_PATH))
         cfg = write_config(
+            # Priced, since bias_monitor_cost_usd_total exists only where a cost is known.
             tmp_path, [openai_endpoint(llm.api_base, api_key_env="TEST_OPENAI_KEY",
-                                       max_concurrency=16)],
+                                       max_concurrency=16,
+                                       cost_per_1k_tokens={"input": 0.001, "output": 0.002})],
             schedule={"every": "2s", "cron": None},
             sampling={"triplets_per_run": 60, "scenarios": ["university"]},
             # A 4-run baseline: shorter ones carry enough estimation error to

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -35,6 +36,26 @@ def _answer(req: Request) -> Reply:
     names = options_in(req.user)
     block = {lab: {"score": 5 + i} for i, lab in enumerate(names)}
     return Reply(json.dumps(block), delay_s=0.25)
+
+
+class Gate:
+    """Answers the first `open_for` requests, then holds every later one until
+    released: a run is certainly mid-flight when the test signals it, however
+    fast or slow the machine (no race between the run's length and the signal)."""
+
+    def __init__(self, open_for: int) -> None:
+        self.open_for = open_for
+        self.released = threading.Event()
+        self._lock = threading.Lock()
+        self.seen = 0
+
+    def __call__(self, req: Request) -> Reply:
+        with self._lock:
+            self.seen += 1
+            held = self.seen > self.open_for
+        if held:
+            self.released.wait(timeout=120)
+        return _answer(req)
 
 
 @contextmanager
@@ -80,15 +101,17 @@ def _wait(predicate: object, timeout: float = 60.0) -> None:
 
 def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) -> None:
     port = _free_port()
-    with serve(_answer) as server:
+    gate = Gate(open_for=6)
+    with serve(gate) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)],
                            schedule={"every": "1h", "cron": None},
                            sampling={"triplets_per_run": 6},
                            metrics={"host": "127.0.0.1", "port": port})
         db = tmp_path / "monitor.duckdb"
         with daemon(cfg, tmp_path / "d1.log") as proc:
-            # Runs at start (nothing measured yet): 36 calls at 2 x 4/s take ~5 s.
-            _wait(lambda: len(server.requests) >= 6)
+            # Runs at start (nothing measured yet): 6 calls are answered, then the
+            # 7th and 8th (concurrency 2) are held by the gate: the run is mid-flight.
+            _wait(lambda: len(server.requests) >= 8)
             status, body = _get(f"http://127.0.0.1:{port}/healthz")
             assert status == 200 and json.loads(body)["scheduler_alive"] is True
             # A CLI command gets its answer while the daemon writes.
@@ -99,10 +122,12 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
             assert "no baseline yet" in out.stdout
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
+        gate.released.set()
         runs = Store(db).runs("local")
         assert [r.status for r in runs] == ["interrupted"]
+        assert runs[0].reason is not None and "SIGTERM" in runs[0].reason
         asked_before = len(Store(db).calls_frame([runs[0].run_id]))
-        assert 0 < asked_before < 36
+        assert asked_before == 6  # the answered ones; the two held were never answered
         # Restart: the interrupted run is resumed first, then a new one is made.
         with daemon(cfg, tmp_path / "d2.log") as proc:
             _wait(lambda: any(r.status == "complete" for r in Store(db).runs("local")), 90)

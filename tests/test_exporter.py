@@ -108,6 +108,8 @@ def filled_state() -> MetricsState:
     state.set_flag("budget_exhausted", B, 1)
     state.set_flag("run_failures", B, 4)
     state.set_flag("delivery_failures", A, 2)
+    state.set_flag("runs_skipped", A, 5)
+    state.set_flag("unpriced", B, 7)
     return state
 
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 import zipfile
 from pathlib import Path
@@ -40,11 +41,18 @@ def test_the_wheel_carries_the_catalog_and_package_data(wheel: Path) -> None:
 @pytest.mark.slow
 def test_the_dockerfile_install_steps_work_in_a_clean_venv(wheel: Path, tmp_path: Path) -> None:
     # As the Dockerfile does: a non-editable install, then the command from
-    # another folder (no repository around). Dependencies come from this
-    # interpreter's site-packages so the test needs no download.
+    # another folder (no repository around). The dependencies come from the
+    # site-packages of the interpreter running the tests - a venv's when the
+    # suite runs in one, as the README says (system_site_packages would see
+    # the base interpreter's, which have none) - through a .pth file placed
+    # after the new venv's own site-packages, so the installed wheel wins.
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+    venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
+    inner = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                            "['purelib'])"], capture_output=True, text=True, check=True)
+    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (Path(inner.stdout.strip()) / "zz-test-deps.pth").write_text("\n".join(outer) + "\n")
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall",
                     str(wheel)], check=True)
     work = tmp_path / "elsewhere"

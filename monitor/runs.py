@@ -1,0 +1,77 @@
+"""`monitor runs`: the stored runs, each with its calls, failures and most common error.
+
+Read-only (it opens the database read-only, so it answers while the daemon
+writes and on a full disk). A run still marked `running` whose process is
+gone is shown as `orphaned`: the daemon (or `--resume`) closes it as
+interrupted and resumes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from monitor import owner as owners
+from monitor.config import Settings
+from monitor.store import RunSummary, Store
+
+__all__ = ["runs_command", "summary_record"]
+
+
+def _status(s: RunSummary) -> str:
+    r = s.run
+    if r.status == "running" and not owners.alive(r.owner, r.heartbeat_at):
+        return "orphaned"
+    return r.status
+
+
+def summary_record(s: RunSummary) -> dict[str, Any]:
+    r = s.run
+    return {"run_id": r.run_id, "endpoint": r.endpoint, "started_at": r.started_at.isoformat(),
+            "finished_at": r.finished_at.isoformat() if r.finished_at else None,
+            "status": _status(s), "reason": r.reason, "attempts": r.attempts,
+            "planned_calls": r.planned_calls, "calls": s.calls,
+            "status_counts": {k: s.counts.get(k, 0)
+                              for k in ("ok", "failed", "unparseable", "refused")},
+            "top_error": s.top_error, "top_error_count": s.top_error_n,
+            "top_unparseable": s.top_unparseable, "top_unparseable_count": s.top_unparseable_n}
+
+
+def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bool,
+                 limit: int) -> int:
+    for name in endpoints or []:
+        settings.endpoint(name)  # an unknown name is an error, not an empty list
+    path = settings.storage.path
+    if not path.is_file():
+        rows: list[RunSummary] = []
+    else:
+        store = Store(path, lock_timeout_s=60, read_only=True)
+        rows = [s for s in store.run_summaries()
+                if not endpoints or s.run.endpoint in endpoints]
+    if limit > 0:
+        kept: dict[str, list[RunSummary]] = {}
+        for s in rows:
+            kept.setdefault(s.run.endpoint, []).append(s)
+        rows = sorted((s for group in kept.values() for s in group[-limit:]),
+                      key=lambda s: (s.run.started_at, s.run.run_id))
+    if as_json:
+        print(json.dumps({"storage": str(path), "runs": [summary_record(s) for s in rows]},
+                         indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print(f"no runs in {path}; start one with `monitor probe --once`")
+        return 0
+    print(f"{'run':<44} {'started (UTC)':<17} {'status':<12} {'calls':>11} {'failed':>6} "
+          f"{'unread':>6}  most common error")
+    for s in rows:
+        r = s.run
+        unread = s.counts.get("unparseable", 0) + s.counts.get("refused", 0)
+        top = (f"{s.top_error} (x{s.top_error_n})" if s.top_error else
+               f"unreadable: {s.top_unparseable} (x{s.top_unparseable_n})"
+               if s.top_unparseable else "")
+        print(f"{r.run_id:<44} {r.started_at:%Y-%m-%d %H:%M}  {_status(s):<12} "
+              f"{s.calls:>5}/{r.planned_calls:<5} {s.counts.get('failed', 0):>6} "
+              f"{unread:>6}  {top[:120]}")
+        if r.reason:
+            print(f"{'':<44} {'':<17} why: {r.reason[:200]}")
+    return 0

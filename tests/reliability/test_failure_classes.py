@@ -1,0 +1,395 @@
+"""Every failure outside the configuration: what the user sees, the exit code, what is kept.
+
+| failure class                         | exit | what the user sees (one line)                      | kept                         |
+|---------------------------------------|------|----------------------------------------------------|------------------------------|
+| disk full while a run writes          | 4    | no space on <mount>, free at least X, resume cmd   | stored + spooled answers     |
+| metrics port already in use           | 2    | cannot listen on host:port, metrics.port           | nothing changed              |
+| damaged database (header or data)     | 2    | the database file is damaged: restore, export      | the file, untouched          |
+| run process killed (SIGKILL, OOM)     | -    | `monitor runs`: orphaned; daemon resumes it        | every committed answer       |
+| old / repeatedly dying interrupted run| -    | closed as failed, with its reason, logged          | its answers                  |
+| endpoint unreachable (all calls fail) | 3    | all N calls failed; most common error: ...         | failed calls, gauges         |
+| every answer unreadable               | 3    | every call was answered, but no answer could be read| the answers                 |
+| one language only                     | 2    | at least two different languages                   | nothing asked                |
+| Ctrl-C / SIGTERM of probe --once      | 130/143 | resume with: ... --config PATH                  | what arrived                 |
+| a scheduled slot while a run goes on  | -    | counted in runs_skipped_total, not a failure       | -                            |
+| cron out of range in config check     | 2    | schedule.cron: ... is not a cron expression        | -                            |
+| malformed YAML                        | 2    | file:line:column: not valid YAML                   | -                            |
+
+docs/reliability.md has the same table with the test of each row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor import owner as owners
+from monitor.alerts import SlackNotifier
+from monitor.catalog import Catalog
+from monitor.cli import main
+from monitor.config import load_settings
+from monitor.daemon import Daemon
+from monitor.metrics import MetricsState
+from monitor.recovery import MAX_ATTEMPTS, triage
+from monitor.store import RunRow, Store
+from tests.helpers import DirectSimClient, openai_endpoint, write_config
+from tests.openai_server import Reply, Request, options_in, serve
+from tests.test_daemon_process import Gate, _free_port, _get, _wait, daemon
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _scored(req: Request) -> Reply:
+    block = {lab: {"score": 5 + i, "strengths": ["a"], "weaknesses": ["b"]}
+             for i, lab in enumerate(options_in(req.user))}
+    return Reply(json.dumps(block), delay_s=0.02)
+
+
+def _cli(*argv: str, env: dict[str, str] | None = None,
+         timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """The real command in its own process: real exit code, real stderr."""
+    return subprocess.run([sys.executable, "-m", "monitor.cli", *argv], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _in_process(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("monitor: error:")]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+# -- 1. disk full -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 2 MB tmpfs, as a full disk; root is needed to mount it."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.slow
+def test_a_full_disk_stops_the_run_keeps_every_paid_answer_and_resume_imports_them(
+        tmp_path: Path, small_disk: Path) -> None:
+    state = tmp_path / "state"
+    with serve(_scored) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=4)],
+                           storage={"path": str(small_disk / "monitor.duckdb")},
+                           sampling={"triplets_per_run": 40})
+        env = {"XDG_STATE_HOME": str(state)}
+        first = _cli("probe", "--once", "--config", str(cfg), env=env)
+        assert first.returncode == 4, first.stderr
+        line = _one_error_line(first.stderr)
+        assert "No space left on device" in line and str(small_disk) in line
+        assert "free at least" in line and "spool.jsonl" in line
+        assert f"--config {cfg}" in line and "--resume" in line
+        asked_first = len(server.requests)
+        assert asked_first < 240  # the first failed write stopped the run from asking more
+        store = Store(small_disk / "monitor.duckdb", read_only=True)
+        [run] = store.runs()
+        assert run.status == "interrupted" and "storage failed" in (run.reason or "")
+        spools = list(state.rglob("*.spool.jsonl")) + list(small_disk.glob("*.spool.jsonl"))
+        assert len(spools) == 1 and spools[0].name.endswith(f"{run.run_id}.spool.jsonl")
+        spooled = len(spools[0].read_text().splitlines())
+        stored = len(store.calls_frame([run.run_id]))
+        assert stored + spooled == asked_first  # every answer paid for is kept
+        subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+        second = _cli("probe", "--once", "--config", str(cfg), "--resume", run.run_id, env=env)
+        assert second.returncode == 0, second.stderr
+        assert len(server.requests) == 240  # nothing spooled was asked again
+    final = Store(small_disk / "monitor.duckdb").calls_frame([run.run_id])
+    assert len(final) == 240 and not final.duplicated(["triplet_id", "language"]).any()
+    assert not spools[0].exists()
+    assert Store(small_disk / "monitor.duckdb").get_run(run.run_id).status == "complete"  # type: ignore[union-attr]
+
+
+# -- 2. metrics port in use -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_taken_metrics_port_is_one_line_naming_host_port_and_key(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cfg = write_config(tmp_path, [openai_endpoint("http://127.0.0.1:9/v1")],
+                           metrics={"host": "127.0.0.1", "port": port})
+        out = _cli("run", "--config", str(cfg), timeout=120)
+    assert out.returncode == 2, out.stderr
+    line = _one_error_line(out.stderr)
+    assert f"127.0.0.1:{port}" in line and "metrics.port" in line and str(cfg) in line
+
+
+# -- 3. a damaged database --------------------------------------------------------------------
+
+
+def _demo_db(tmp_path: Path, catalog: Catalog) -> tuple[Path, Path]:
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo",
+                                   "max_concurrency": 16, "rpm": 100000,
+                                   "params": {"seed": 1}}], sampling={"triplets_per_run": 30})
+    code, _, err = _in_process("probe", "--once", "--config", str(cfg))
+    assert code == 0, err
+    return cfg, tmp_path / "monitor.duckdb"
+
+
+def _flip(path: Path, offset: int, n: int = 200) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(offset, offset + n):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory, shipped_catalog: Catalog
+            ) -> dict[str, Path]:
+    """A demo database with a baseline; a copy with a damaged metadata block, and a
+    copy whose blocks holding the scores are damaged while its metadata reads."""
+    base = tmp_path_factory.mktemp("damaged")
+    cfg, db = _demo_db(base, shipped_catalog)
+    code, _, err = _in_process("baseline", "set", "--latest", "--config", str(cfg))
+    assert code == 0, err
+    meta = base / "meta.duckdb"
+    shutil.copy(db, meta)
+    _flip(meta, 12288 + 262144 + 100)  # the first data block: the catalog's metadata
+    size = db.stat().st_size
+    for block in range((size - 12288) // 262144 - 1, 1, -1):
+        candidate = base / f"block{block}.duckdb"
+        shutil.copy(db, candidate)
+        _flip(candidate, 12288 + block * 262144 + 100)
+        try:
+            store = Store(candidate)
+            run_ids = [r.run_id for r in store.runs()]
+        except Exception:
+            continue
+        try:
+            store.scores_frame(run_ids)
+        except Exception:
+            return {"cfg": cfg, "meta": meta, "data": candidate}
+    pytest.fail("no block of the demo database holds only scores")
+
+
+@pytest.mark.parametrize(("which", "command"), [
+    ("meta", ["report", "--out", "REPORT"]), ("meta", ["baseline", "show"]),
+    ("meta", ["runs"]), ("meta", ["probe", "--once", "--triplets", "2"]),
+    ("data", ["report", "--out", "REPORT"]), ("data", ["baseline", "show"]),
+    ("data", ["probe", "--once", "--triplets", "2"])])
+def test_a_damaged_database_is_said_to_be_damaged_never_to_be_replaced(
+        damaged: dict[str, Path], tmp_path: Path, which: str, command: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "m.duckdb"
+    shutil.copy(damaged[which], db)
+    digest = db.read_bytes()
+    monkeypatch.setenv("MONITOR_STORAGE__PATH", str(db))
+    argv = [a.replace("REPORT", str(tmp_path / "r")) for a in command]
+    code, _, err = _in_process(*argv, "--config", str(damaged["cfg"]))
+    assert code == 2, err
+    line = _one_error_line(err)
+    assert "the database file is damaged" in line and str(db) in line
+    assert "storage.path" not in line and "backup" in line and "monitor export" in line
+    if command[0] != "probe":  # a run may add its rows in fresh blocks before it reads
+        assert db.read_bytes() == digest  # nothing was written to it
+
+
+def test_export_saves_what_is_readable_of_a_damaged_database(
+        damaged: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "m.duckdb"
+    shutil.copy(damaged["data"], db)
+    monkeypatch.setenv("MONITOR_STORAGE__PATH", str(db))
+    out = tmp_path / "parquet"
+    code, stdout, err = _in_process("export", "--parquet", str(out), "--config",
+                                    str(damaged["cfg"]))
+    assert code == 2
+    line = _one_error_line(err)
+    assert "damaged" in line and "not readable: " in line and "tables exported" in line
+    assert "runs:" in stdout and (out / "runs").is_dir()  # the readable tables are saved
+
+
+# -- 4. runs whose process is gone ------------------------------------------------------------
+
+
+def _row(run_id: str, status: str, *, owner: str | None, started: datetime,
+         attempts: int = 1, version: str = "v1") -> RunRow:
+    return RunRow(run_id, "sim", "simulated/demo", True, 0, 0, version, ["university"], ["en", "zh"],
+                  ["plain"], 2, 4, started, None, status, owner, started, None, attempts)
+
+
+def _dead_owner() -> str:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    token = owners.token(proc.pid)
+    proc.wait()
+    return token
+
+
+def test_a_run_whose_process_died_is_found_and_closed_as_interrupted(tmp_path: Path) -> None:
+    store = Store(tmp_path / "m.duckdb")
+    now = datetime.now(UTC)
+    store.create_run(_row("dead", "running", owner=_dead_owner(), started=now))
+    store.create_run(_row("alive", "running", owner=owners.token(), started=now))
+    closed = store.close_orphans()
+    assert [r.run_id for r in closed] == ["dead"]
+    dead = store.get_run("dead")
+    assert dead is not None and dead.status == "interrupted"
+    assert "ended without closing it" in (dead.reason or "")
+    assert store.get_run("alive").status == "running"  # type: ignore[union-attr]
+
+
+def test_resume_refuses_a_run_whose_process_still_runs(tmp_path: Path,
+                                                        shipped_catalog: Catalog) -> None:
+    cfg, db = _demo_db(tmp_path, shipped_catalog)
+    store = Store(db)
+    [run] = store.runs()
+    store.claim_run(run.run_id, owners.token())  # this very process: alive
+    code, _, err = _in_process("probe", "--once", "--config", str(cfg), "--resume", run.run_id)
+    assert code == 2
+    assert "still running in pid" in _one_error_line(err)
+
+
+def test_the_resume_policy_resumes_the_newest_and_closes_the_rest_with_why() -> None:
+    now = datetime.now(UTC)
+    runs = [_row("old", "interrupted", owner=None, started=now - timedelta(days=2)),
+            _row("moved", "interrupted", owner=None, started=now, version="v0"),
+            _row("dying", "interrupted", owner=None, started=now, attempts=MAX_ATTEMPTS),
+            _row("older", "interrupted", owner=None, started=now - timedelta(hours=2)),
+            _row("newest", "interrupted", owner=None, started=now - timedelta(hours=1))]
+    plan = triage(runs, "v1", now=now)
+    assert plan.resume is not None and plan.resume.run_id == "newest"
+    why = {r.run_id: reason for r, reason in plan.close}
+    assert set(why) == {"old", "moved", "dying", "older"}
+    assert "more than 24 h" in why["old"] and "catalog changed" in why["moved"]
+    assert f"started {MAX_ATTEMPTS} times" in why["dying"] and "newer" in why["older"]
+
+
+def test_the_daemon_resumes_an_orphan_and_logs_what_it_closes(
+        tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo",
+                                   "max_concurrency": 8, "rpm": 100000, "params": {"seed": 2}}])
+    settings, _ = load_settings(cfg)
+    store = Store(settings.storage.path)
+    daemon = Daemon(settings, shipped_catalog, store, MetricsState(),
+                    SlackNotifier(settings.alerts.slack),
+                    client_factory=lambda ep: DirectSimClient(  # type: ignore[arg-type,return-value]
+                        {**ep.params}, shipped_catalog.root))
+    asyncio.run(daemon.run_job("sim"))  # a first, complete run
+    [first] = store.runs("sim")
+    now = datetime.now(UTC)
+    stale = RunRow(**{**first.__dict__, "run_id": "sim-stale", "run_index": 7,
+                      "status": "interrupted", "started_at": now - timedelta(days=3)})
+    orphan = RunRow(**{**first.__dict__, "run_id": "sim-orphan", "run_index": 8,
+                       "status": "running", "owner": _dead_owner(), "started_at": now,
+                       "finished_at": None})
+    store.create_run(stale)
+    store.create_run(orphan)
+    caplog.set_level("INFO")
+    asyncio.run(daemon.run_job("sim"))
+    assert store.get_run("sim-orphan").status == "complete"  # type: ignore[union-attr]
+    closed = store.get_run("sim-stale")
+    assert closed is not None and closed.status == "failed"
+    assert "more than 24 h" in (closed.reason or "")
+    assert "sim-orphan was left running" in caplog.text
+    assert "sim-stale closed as failed" in caplog.text
+    assert "resuming interrupted run sim-orphan" in caplog.text
+
+
+# -- 5. endpoint down after a baseline ---------------------------------------------------------
+
+
+class _Down:
+    async def complete(self, messages: list[dict[str, str]]) -> Any:
+        from monitor.llm import CallResult
+
+        return CallResult(None, "APIConnectionError: Connection refused", 0.01, None, None,
+                          None, None, None, 1)
+
+
+def test_an_unreachable_endpoint_says_nothing_about_the_model_and_keeps_the_gauges(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "openai/fake-model",
+                                   "api_base": "http://127.0.0.1:9/v1", "max_concurrency": 8,
+                                   "rpm": 100000}], baseline={"auto_min_triplets": 4})
+    settings, _ = load_settings(cfg)
+    store = Store(settings.storage.path)
+    daemon = Daemon(settings, shipped_catalog, store, MetricsState(),
+                    SlackNotifier(settings.alerts.slack),
+                    client_factory=lambda ep: DirectSimClient(  # type: ignore[arg-type,return-value]
+                        {"seed": 3}, shipped_catalog.root, model="fake-model"))
+    for _ in range(3):
+        asyncio.run(daemon.run_job("sim"))
+    assert store.baseline("sim") is not None
+    before = daemon.state.snapshot()
+    assert before.comparable == {"sim": 1} and before.md
+    daemon.client_factory = lambda ep: _Down()  # type: ignore[assignment,return-value]
+    asyncio.run(daemon.run_job("sim"))
+    after = daemon.state.snapshot()
+    assert after.last_run_success == {"sim": 0}
+    assert after.comparable == {"sim": 1}  # the outage is not a model change
+    assert after.md == before.md and after.drift == before.drift  # the series stay
+    assert not any("model id changed" in p for _, p in store.outbox_pending("sim"))
+    assert daemon.failures == {"sim": 1}
+
+
+# -- 6. one language ----------------------------------------------------------------------------
+
+
+def test_a_single_language_is_refused_with_the_rule(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo"}])
+    code, _, err = _in_process("probe", "--once", "--config", str(cfg), "--languages", "en")
+    assert code == 2
+    line = _one_error_line(err)
+    assert "--languages en" in line and "at least two different languages" in line
+    assert not Store(tmp_path / "monitor.duckdb").runs()  # nothing stored
+
+
+# -- 7. Ctrl-C and SIGTERM of probe --once ----------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_probe_says_how_to_resume_it_with_its_config(
+        tmp_path: Path, sig: signal.Signals, code: int) -> None:
+    gate = Gate(open_for=4)
+    with serve(gate) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)])
+        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "probe", "--once",
+                                 "--config", str(cfg)], stderr=subprocess.PIPE, text=True)
+        try:
+            _wait(lambda: len(server.requests) >= 6, 120)  # 4 answered, 2 held: mid-run
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            gate.released.set()
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == code, err
+    [run] = Store(tmp_path / "monitor.duckdb").runs()
+    assert run.status == "interrupted" and run.reason
+    assert f"monitor probe --once --resume {run.run_id} --config {cfg}" in err
+    assert "Traceback" not in err and "never awaited" not in err
+    assert len(Store(tmp_path / "monitor.duckdb").calls_frame([run.run_id])) == 4
