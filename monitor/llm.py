@@ -18,6 +18,7 @@ import asyncio
 import os
 import random
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,11 @@ litellm.suppress_debug_info = True
 litellm.telemetry = False
 litellm.turn_off_message_logging = True
 litellm.drop_params = True  # a provider without `temperature` must not fail the probe
+# A call cancelled (shutdown) while LiteLLM builds it in its executor thread leaves
+# the coroutine that would have sent the request unawaited: nothing was sent, so
+# the warning at shutdown tells the user nothing.
+warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited",
+                        category=RuntimeWarning)
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _BACKOFF_BASE_S = 1.0

@@ -38,6 +38,10 @@ class Progress:
         self.counts.clear()
         print(f"{self.label}run {run_id}: {total} calls to make", file=self.stream, flush=True)
 
+    def note(self, text: str) -> None:
+        """A message of its own line (a redrawn progress line is ended first)."""
+        print(("\n" if self.tty else "") + f"{self.label}{text}", file=self.stream, flush=True)
+
     def advance(self, status: str) -> None:
         self.counts[status] += 1
         now = self.clock()

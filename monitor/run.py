@@ -7,7 +7,9 @@ batch (so a slow endpoint's answers are stored one by one, a fast one's in
 batches), and a crash loses at most the calls in flight. Heavy statistics run
 in a worker thread, off the event loop.
 
-When a write fails for good (no space left, a read-only or damaged file),
+On SIGTERM or Ctrl-C no new call starts; the calls already on the wire are
+awaited for up to DRAIN_S (they are paid for), stored, and the run is
+marked interrupted. When a write fails for good (no space left, a read-only or damaged file),
 the run asks nothing more, the answers it holds (the failed batch and the
 calls still in flight, all paid for) go to a spool file (monitor.spool),
 and StoreWriteError says where; `--resume` imports the spool first. The
@@ -49,6 +51,10 @@ log = logging.getLogger("monitor.run")
 
 #: Seconds between heartbeats of a run that has nothing to write (a slow endpoint).
 HEARTBEAT_S = 60.0
+#: On SIGTERM / Ctrl-C, the calls already sent are awaited this long (they are paid
+#: for) while no new one starts; then the rest are cancelled. Below Kubernetes'
+#: default 30 s grace and the daemon's 25 s for its run process.
+DRAIN_S = 10.0
 _BEAT = "heartbeat"  # a queue item that only refreshes the heartbeat
 Record = tuple[dict[str, Any], list[dict[str, Any]]]
 
@@ -318,11 +324,12 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     # has its slot, so that a storage failure stops every call not yet on the wire.
     slots = asyncio.Semaphore(endpoint.max_concurrency)
     not_asked = 0
+    stopping = False
 
     async def one(spec: ProbeSpec, lang: str) -> None:
         nonlocal not_asked
         async with slots:
-            if writer.failure is not None or not await guard.admit():
+            if stopping or writer.failure is not None or not await guard.admit():
                 not_asked += 1
                 return  # storage failed, or today's budget is spent: not asked
             prompt = build_prompt(catalog, spec, lang)
@@ -343,13 +350,32 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
         await writer.queue.put(None)
         await writing
 
+    tasks = [asyncio.ensure_future(one(spec, lang)) for spec, lang in todo]
     try:
-        await asyncio.gather(*(one(spec, lang) for spec, lang in todo))
+        # wait, not gather: a cancelled gather would cancel the calls on the wire too.
+        if tasks:
+            await asyncio.wait(tasks)
+        for t in tasks:
+            t.result()  # a bug in one() must not pass silently
     except BaseException as exc:
-        # Ctrl-C, SIGTERM or a crash of this process: keep what arrived, and
-        # leave the run resumable with --resume.
+        # Ctrl-C, SIGTERM or a crash of this process: keep what arrived (and what
+        # is on its way), and leave the run resumable with --resume.
+        stopping = True
+        flying = [t for t in tasks if not t.done()]
+        if flying and isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+            msg = (f"stopping: no new call; the calls in flight are awaited for up to "
+                   f"{DRAIN_S:g} s")
+            if progress:
+                progress.note(msg)
+            log.info("run %s: %s", run.run_id, msg)
+            with contextlib.suppress(BaseException):
+                await asyncio.wait(flying, timeout=DRAIN_S)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await drain()
-        why = ("stopped by SIGTERM or shutdown" if isinstance(exc, asyncio.CancelledError)
+        why = ("interrupted by a signal (SIGTERM, Ctrl-C) or shutdown"
+               if isinstance(exc, asyncio.CancelledError)
                else "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
                else f"interrupted by an error: {type(exc).__name__}")
         with contextlib.suppress(StoreError):

@@ -96,3 +96,26 @@ def test_shutdown_stops_the_child_and_does_not_count_a_failure(tmp_path: Path) -
     assert marker.exists()
     assert jobs.failures == {}
     assert json.dumps(jobs.state.snapshot().run_failures) == "{}"
+
+
+def test_a_killed_childs_run_is_closed_as_interrupted(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """The OOM killer's case: the child dies with its run `running`; the scheduler
+    finds it at once (its owner process is gone), so the next run resumes it."""
+    db = tmp_path / "m.duckdb"
+    jobs = _jobs(tmp_path, 0, None)
+    jobs.COMMAND = (sys.executable, "-c", "import os, signal, sys\n"
+                    "from datetime import UTC, datetime\n"
+                    "from monitor import owner\n"
+                    "from monitor.store import RunRow, Store\n"
+                    "now = datetime.now(UTC)\n"
+                    f"Store({str(db)!r}).create_run(RunRow('ep-r1', 'ep', 'm', False, 0, 0, "
+                    "'v', ['university'], ['en', 'zh'], ['plain'], 2, 4, now, None, "
+                    "'running', owner.token(), now, None, 1))\n"
+                    "os.kill(os.getpid(), signal.SIGKILL)")
+    asyncio.run(jobs.run_job("ep"))
+    run = Store(db).get_run("ep-r1")
+    assert run is not None and run.status == "interrupted"
+    assert "ended without closing it" in (run.reason or "")
+    assert "left running by its process (signal 9)" in caplog.text
+    assert jobs.failures == {"ep": 1}

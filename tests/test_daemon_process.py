@@ -59,11 +59,12 @@ class Gate:
 
 
 @contextmanager
-def daemon(cfg: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def daemon(cfg: Path, log: Path, *extra: str,
+           env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "run", "--config",
-                                 str(cfg)], stdout=fh, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                 str(cfg), *extra], stdout=fh, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
         try:
             yield proc
         finally:
@@ -121,13 +122,15 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
             assert out.returncode == 0, out.stderr
             assert "no baseline yet" in out.stdout
             proc.send_signal(signal.SIGTERM)
+            # No new call starts; the two in flight are awaited (paid for): let them end.
+            _wait(lambda: "stopping: no new call" in (tmp_path / "d1.log").read_text())
+            gate.released.set()
             assert proc.wait(timeout=30) == 0
-        gate.released.set()
         runs = Store(db).runs("local")
         assert [r.status for r in runs] == ["interrupted"]
         assert runs[0].reason is not None and "SIGTERM" in runs[0].reason
         asked_before = len(Store(db).calls_frame([runs[0].run_id]))
-        assert asked_before == 6  # the answered ones; the two held were never answered
+        assert asked_before == 8 == len(server.requests)  # 6 before, 2 drained, no new one
         # Restart: the interrupted run is resumed first, then a new one is made.
         with daemon(cfg, tmp_path / "d2.log") as proc:
             _wait(lambda: any(r.status == "complete" for r in Store(db).runs("local")), 90)

@@ -1,21 +1,20 @@
 """Every failure outside the configuration: what the user sees, the exit code, what is kept.
 
-| failure class                         | exit | what the user sees (one line)                      | kept                         |
-|---------------------------------------|------|----------------------------------------------------|------------------------------|
-| disk full while a run writes          | 4    | no space on <mount>, free at least X, resume cmd   | stored + spooled answers     |
-| metrics port already in use           | 2    | cannot listen on host:port, metrics.port           | nothing changed              |
-| damaged database (header or data)     | 2    | the database file is damaged: restore, export      | the file, untouched          |
-| run process killed (SIGKILL, OOM)     | -    | `monitor runs`: orphaned; daemon resumes it        | every committed answer       |
-| old / repeatedly dying interrupted run| -    | closed as failed, with its reason, logged          | its answers                  |
-| endpoint unreachable (all calls fail) | 3    | all N calls failed; most common error: ...         | failed calls, gauges         |
-| every answer unreadable               | 3    | every call was answered, but no answer could be read| the answers                 |
-| one language only                     | 2    | at least two different languages                   | nothing asked                |
-| Ctrl-C / SIGTERM of probe --once      | 130/143 | resume with: ... --config PATH                  | what arrived                 |
-| a scheduled slot while a run goes on  | -    | counted in runs_skipped_total, not a failure       | -                            |
-| cron out of range in config check     | 2    | schedule.cron: ... is not a cron expression        | -                            |
-| malformed YAML                        | 2    | file:line:column: not valid YAML                   | -                            |
+failure class                        exit     what the user sees (one line)
+disk full while a run writes         4        no space on <mount>; free at least X; resume cmd
+metrics port already in use          2        cannot listen on host:port (metrics.port)
+damaged database (header or data)    2        the database file is damaged: backup, export
+run process killed (SIGKILL, OOM)    -        `monitor runs`: orphaned; the daemon resumes it
+old / repeatedly dying run           -        closed as failed with its reason, logged
+endpoint unreachable                 3        all N calls failed; most common error: ...
+every answer unreadable              3        every call was answered, but none could be read
+one language only                    2        at least two different languages
+Ctrl-C / SIGTERM of probe --once     130/143  resume with: monitor probe ... --config PATH
+slot while a run goes on             -        counted in runs_skipped_total, not a failure
+cron out of range (config check)     2        schedule.cron: ... is not a cron expression
+malformed YAML                       2        file:line:column: not valid YAML
 
-docs/reliability.md has the same table with the test of each row.
+docs/reliability.md has the same table with what is kept and the test of each row.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -237,8 +237,9 @@ def test_export_saves_what_is_readable_of_a_damaged_database(
 
 def _row(run_id: str, status: str, *, owner: str | None, started: datetime,
          attempts: int = 1, version: str = "v1") -> RunRow:
-    return RunRow(run_id, "sim", "simulated/demo", True, 0, 0, version, ["university"], ["en", "zh"],
-                  ["plain"], 2, 4, started, None, status, owner, started, None, attempts)
+    return RunRow(run_id, "sim", "simulated/demo", True, 0, 0, version, ["university"],
+                  ["en", "zh"], ["plain"], 2, 4, started, None, status, owner, started, None,
+                  attempts)
 
 
 def _dead_owner() -> str:
@@ -372,24 +373,216 @@ def test_a_single_language_is_refused_with_the_rule(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_an_interrupted_probe_says_how_to_resume_it_with_its_config(
+def test_an_interrupted_probe_keeps_the_calls_in_flight_and_says_how_to_resume(
         tmp_path: Path, sig: signal.Signals, code: int) -> None:
     gate = Gate(open_for=4)
+    lines: list[str] = []
     with serve(gate) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)])
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "probe", "--once",
                                  "--config", str(cfg)], stderr=subprocess.PIPE, text=True)
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),
+                                  daemon=True)  # type: ignore[union-attr]
+        reader.start()
         try:
             _wait(lambda: len(server.requests) >= 6, 120)  # 4 answered, 2 held: mid-run
             proc.send_signal(sig)
-            _, err = proc.communicate(timeout=60)
+            _wait(lambda: any("stopping: no new call" in ln for ln in lines), 60)
+            gate.released.set()  # the two calls on the wire end: they are kept
+            proc.wait(timeout=60)
+            reader.join(timeout=10)
         finally:
             gate.released.set()
             if proc.poll() is None:
                 proc.kill()
+        asked = len(server.requests)
+    err = "".join(lines)
     assert proc.returncode == code, err
     [run] = Store(tmp_path / "monitor.duckdb").runs()
     assert run.status == "interrupted" and run.reason
     assert f"monitor probe --once --resume {run.run_id} --config {cfg}" in err
     assert "Traceback" not in err and "never awaited" not in err
-    assert len(Store(tmp_path / "monitor.duckdb").calls_frame([run.run_id])) == 4
+    assert len(Store(tmp_path / "monitor.duckdb").calls_frame([run.run_id])) == 6 == asked
+
+
+# -- 8 and 10. the daemon: skipped slots, zeroed counters, quiet DEBUG logs, clean shutdown ----
+
+
+def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, text = _get(f"http://127.0.0.1:{port}/metrics")
+    if status != 200:
+        return {}
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+@pytest.mark.slow
+def test_skipped_slots_are_counted_apart_and_the_daemon_stops_cleanly(tmp_path: Path) -> None:
+    port = _free_port()
+    gate = Gate(open_for=2)  # the first run stays in flight: every later slot is skipped
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with serve(gate) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)],
+                           schedule={"every": "1s", "cron": None},
+                           metrics={"host": "127.0.0.1", "port": port})
+        log = tmp_path / "d.log"
+        key = ("endpoint", "local"),
+        with daemon(cfg, log, "--log-level", "DEBUG", env={"TMPDIR": str(scratch)}) as proc:
+            _wait(lambda: len(server.requests) >= 4, 120)  # 2 answered, 2 held: in flight
+            _wait(lambda: _samples(port).get(("bias_monitor_runs_skipped_total", key), 0) >= 3,
+                  120)
+            values = _samples(port)
+            assert values[("bias_monitor_run_failures_total", key)] == 0
+            assert values[("bias_monitor_alert_delivery_failures_total", key)] == 0
+            proc.send_signal(signal.SIGTERM)
+            _wait(lambda: "stopping: no new call" in log.read_text(), 60)
+            gate.released.set()
+            assert proc.wait(timeout=60) == 0
+    text = log.read_text()
+    assert "run not completed" not in text  # a skip is not a failure
+    assert text.count("scheduled slot skipped") == 1  # logged once per 10 minutes
+    assert "never awaited" not in text and "Traceback" not in text
+    # DEBUG is the monitor's own: no request dumps of the OpenAI client or httpx.
+    for noisy in ("openai._base_client", "httpcore", "httpx", "apscheduler"):
+        assert f" {noisy}" not in text, noisy
+    assert "DEBUG monitor" in text or "INFO monitor" in text
+    assert list(scratch.iterdir()) == []  # no temporary file left behind
+
+
+@pytest.mark.slow
+def test_a_killed_daemon_leaves_no_temporary_file(tmp_path: Path) -> None:
+    gate = Gate(open_for=2)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with serve(gate) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)],
+                           metrics={"host": "127.0.0.1", "port": _free_port()})
+        with daemon(cfg, tmp_path / "d.log", env={"TMPDIR": str(scratch)}) as proc:
+            _wait(lambda: len(server.requests) >= 4, 120)  # the run is in its child
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        gate.released.set()  # the child (own session) finishes its run
+        _wait(lambda: any(r.status == "complete"
+                          for r in Store(tmp_path / "monitor.duckdb").runs()), 120)
+    assert list(scratch.iterdir()) == []
+
+
+# -- 9. config check: as strict as run, secrets masked, YAML positions -------------------------
+
+
+def test_config_check_refuses_the_cron_that_run_refuses(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo"}],
+                       schedule={"cron": "61 * * * *"})
+    code, _, err = _in_process("config", "check", "--config", str(cfg))
+    assert code == 2
+    line = _one_error_line(err)
+    assert "schedule.cron" in line and "61 * * * *" in line and str(cfg) in line
+
+
+def test_config_check_masks_keys_in_params_and_in_the_url(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, [{
+        "name": "gw", "model": "openai/x", "params": {"api_key": "sk-live-123", "max_tokens": 5},
+        "api_base": "https://user:pw-456@gw.example/v1?key=qs-789&region=eu"}])
+    code, out, err = _in_process("config", "check", "--config", str(cfg))
+    assert code == 0
+    for secret in ("sk-live-123", "pw-456", "qs-789"):
+        assert secret not in out and secret not in err
+    data = json.loads(out.split("\n", 1)[1])
+    params = data["endpoints"][0]["params"]
+    assert params["api_key"] == "***" and params["max_tokens"] == 5
+    assert "params.api_key holds a secret" in err and "api_base carries credentials" in err
+
+
+def test_malformed_yaml_keeps_its_line_and_column(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("endpoints:\n  - name: a\n    model: [unclosed\nsampling: {}\n")
+    code, _, err = _in_process("config", "check", "--config", str(cfg))
+    assert code == 2
+    line = _one_error_line(err)
+    assert f"{cfg}:4:" in line and "not valid YAML" in line
+
+
+# -- 10. the small ones -------------------------------------------------------------------------
+
+
+def test_version() -> None:
+    out = _cli("--version", timeout=60)
+    from monitor import __version__
+
+    assert out.returncode == 0 and out.stdout.strip() == f"bias-monitor {__version__}"
+
+
+def test_runs_lists_status_calls_failures_and_the_most_common_error(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, [openai_endpoint("http://127.0.0.1:9/v1")])  # nobody there
+    code, _, err = _in_process("probe", "--once", "--config", str(cfg))
+    assert code == 3
+    line = _one_error_line(err)
+    assert "all 24 calls failed" in line and "most common error (24 of 24)" in line
+    assert "Connection" in line
+    code, out, _ = _in_process("runs", "--config", str(cfg), "--json")
+    assert code == 0
+    [run] = json.loads(out)["runs"]
+    assert run["status"] == "failed" and run["calls"] == 24 and run["planned_calls"] == 24
+    assert run["status_counts"]["failed"] == 24 and "Connection" in run["top_error"]
+    assert run["top_error_count"] == 24 and "no answer could be scored" in run["reason"]
+    code, out, _ = _in_process("runs", "--config", str(cfg))
+    assert code == 0 and run["run_id"] in out and "failed" in out and "Connection" in out
+
+
+def test_answers_that_cannot_be_read_are_said_to_be_unreadable(tmp_path: Path) -> None:
+    with serve(lambda req: Reply("I think all three are lovely places.")) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base)])
+        code, _, err = _in_process("probe", "--once", "--config", str(cfg))
+    assert code == 3
+    line = _one_error_line(err)
+    assert "every call was answered, but no answer could be read" in line
+    assert "24 unparseable" in line and "most common reason (24 of 24): no scores" in line
+    assert "check the endpoint" not in line
+
+
+def test_export_writes_every_table(tmp_path: Path, shipped_catalog: Catalog) -> None:
+    cfg, db = _demo_db(tmp_path, shipped_catalog)
+    store = Store(db)
+    [run] = store.runs()
+    store.set_baseline("sim", [run.run_id], run.catalog_version, "simulated/demo", auto=False)
+    store.save_alert_states("sim", [{
+        "scenario": "all", "country": "CN", "state": "pending", "s_plus": 1.0, "s_minus": 0.0,
+        "alarm_runs": 1, "calm_runs": 0, "z": 2.0, "reason": "r", "last_run_id": run.run_id,
+        "changed_at": datetime.now(UTC), "notified_at": None}], [])
+    store.outbox_add("sim", [json.dumps({"kind": "note", "text": "hello"})])
+    code, out, err = _in_process("export", "--parquet", str(tmp_path / "pq"), "--config",
+                                 str(cfg))
+    assert code == 0, err
+    for table in ("runs", "probe_calls", "scores", "run_stats", "baselines", "alert_state",
+                  "outbox"):
+        assert f"{table}: " in out and any((tmp_path / "pq" / table).rglob("*.parquet")), table
+
+
+def test_an_unknown_cost_is_no_cost_series_and_counted_as_unpriced(tmp_path: Path) -> None:
+    from monitor.exporter import make_registry, render
+
+    with serve(_scored) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base)])
+        code, _, err = _in_process("probe", "--once", "--config", str(cfg))
+    assert code == 0, err
+    state = MetricsState()
+    state.refresh(Store(tmp_path / "monitor.duckdb"), "local")
+    text = render(make_registry(state)).decode()
+    assert 'bias_monitor_cost_usd_total{endpoint="local"}' not in text
+    assert 'bias_monitor_probes_unpriced_total{endpoint="local"} 24.0' in text
+
+
+def test_the_daemon_runs_at_start_when_an_interrupted_run_waits(tmp_path: Path) -> None:
+    from monitor.scheduler import _wants_run_now
+
+    store = Store(tmp_path / "m.duckdb")
+    now = datetime.now(UTC)
+    assert not _wants_run_now(store, "sim", "v1")
+    store.create_run(_row("old", "interrupted", owner=None, started=now - timedelta(days=2)))
+    assert not _wants_run_now(store, "sim", "v1")  # too old: the next run closes it
+    store.create_run(_row("killed", "running", owner=_dead_owner(), started=now))
+    assert _wants_run_now(store, "sim", "v1")  # an orphan, closed now and resumed at once
+    assert store.get_run("killed").status == "interrupted"  # type: ignore[union-attr]
