@@ -137,10 +137,10 @@ def measure(path: Path, what: str, threads: int) -> dict[str, Any]:
     """One measurement in this (fresh) process; peak RSS includes the imports."""
     import pandas as pd
 
-    from monitor import analytics
     from monitor.catalog import load_catalog
     from monitor.stats import jsd_table, md_table
     from monitor.store import Store
+    from monitor.watch import history as analytics
 
     local = {lang: list(c) for lang, c in load_catalog().languages.items()}
     store = Store(path)
@@ -263,7 +263,7 @@ def _run_sizes(args: argparse.Namespace, sizes: list[int], work: Path) -> list[d
 
 
 def _figure(rows: list[dict[str, Any]]) -> None:
-    from monitor.figures import Series, line_chart
+    from monitor.report.figures import Series, line_chart
 
     xs = [float(r["calls_requested"]) for r in rows]
     series = [Series(w, [x for x, r in zip(xs, rows, strict=True) if w in r],

@@ -38,9 +38,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
-IMPORTS = ("monitor.config", "monitor.store", "monitor.exporter",
+IMPORTS = ("monitor.config", "monitor.store", "monitor.daemon.exporter",
            "apscheduler.schedulers.asyncio", "pandas", "scipy.stats", "litellm",
-           "monitor.daemon")
+           "monitor.daemon.job")
 
 
 def main() -> None:
@@ -228,7 +228,7 @@ def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _figure(path: Path, traces: dict[str, list[tuple[float, float, float]]]) -> None:
-    from monitor.figures import Series, line_chart
+    from monitor.report.figures import Series, line_chart
 
     series = []
     for name, tr in traces.items():

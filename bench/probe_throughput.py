@@ -8,7 +8,7 @@ Starts the local OpenAI-protocol server (tests/openai_server.py) in ANOTHER
 process with a fixed latency, then measures, interleaved in one run (the
 machine is shared, so only numbers from the same run are compared):
 
-- monitor: real catalog prompts through monitor.llm.LLMClient (LiteLLM's
+- monitor: real catalog prompts through monitor.measure.llm.LLMClient (LiteLLM's
   openai/ provider, the rate limiter, the result) and the parser, as a run does;
 - monitor-before: the same with the package as it was at --before (checked
   out of git into a temporary directory): what the tuning bought;
@@ -129,7 +129,7 @@ def _summarise(raw: list[dict[str, Any]], concs: list[int], modes: list[str],
 
 
 def _figure(path: Path, result: dict[str, Any], concs: list[int], modes: list[str]) -> None:
-    from monitor.figures import Series, line_chart
+    from monitor.report.figures import Series, line_chart
 
     s = result["summary"]
     series = [Series(m, concs, [s[str(c)][m]["calls_per_s"] for c in concs]) for m in modes]
@@ -166,8 +166,8 @@ async def _worker(args: argparse.Namespace) -> dict[str, Any]:
 
 def _prompts(n: int) -> list[Any]:
     from monitor.catalog import VARIANTS, load_catalog
-    from monitor.prompts import build_prompt
-    from monitor.sampling import Sampler
+    from monitor.measure.prompts import build_prompt
+    from monitor.measure.sampling import Sampler
 
     catalog = load_catalog()
     langs = list(catalog.languages)
@@ -201,8 +201,8 @@ async def _make_one(mode: str, base: str, conc: int) -> Any:
 
 def _monitor_one(base: str, conc: int) -> Any:
     from monitor.config import Endpoint
-    from monitor.llm import LLMClient
-    from monitor.parse import parse_answer
+    from monitor.measure.llm import LLMClient
+    from monitor.measure.parse import parse_answer
 
     ep = Endpoint(name="bench", model="openai/bench-model", api_base=base,
                   max_concurrency=conc, rpm=RPM, timeout_s=30, max_retries=0)

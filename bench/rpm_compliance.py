@@ -5,7 +5,7 @@
 
 Starts the local OpenAI-protocol server (tests/openai_server.py) in another
 process with `--log-arrivals`, so every request's arrival time is stamped by
-the server, then keeps monitor.llm.LLMClient (rpm and concurrency as a real
+the server, then keeps monitor.measure.llm.LLMClient (rpm and concurrency as a real
 endpoint) busy for the whole run: more work than the limit allows, so the
 limiter alone decides the pace. Every 60 s window [w, w + 60) with w between
 the first arrival and the end of the run minus 60 s is counted (the count only
@@ -69,7 +69,7 @@ def main() -> None:
 
 async def _drive(port: int, args: argparse.Namespace) -> tuple[float, float, dict[str, int]]:
     from monitor.config import Endpoint
-    from monitor.llm import LLMClient
+    from monitor.measure.llm import LLMClient
 
     ep = Endpoint(name="bench", model="openai/bench-model",
                   api_base=f"http://127.0.0.1:{port}/v1", max_concurrency=args.concurrency,
@@ -129,7 +129,7 @@ def _analyse(arrivals: list[float], t_start: float, t_stop: float,
 
 
 def _figure(path: Path, series: dict[str, list[float]], rpm: int) -> None:
-    from monitor.figures import Series, line_chart
+    from monitor.report.figures import Series, line_chart
 
     line_chart(path, [Series("requests in [t, t + 60 s) at the server", series["t"],
                              series["n"])],

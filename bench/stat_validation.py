@@ -15,7 +15,7 @@ build_prompt -> simulated.answer -> parse_answer) with the replica's exact score
 distribution on one configuration. Triplets come from the real Sampler's
 rotation (cycle_order), per-run MD from monitor.stats.md_table (coverage) or a
 numpy replica checked equal to md_table (drift sweeps), JSD from
-monitor.stats.jsd_table, and the alert state from monitor.drift.step with the
+monitor.stats.jsd_table, and the alert state from monitor.watch.drift.step with the
 daemon's observation rules (watch.py: MIN_CELL_N, the SE floor from the baseline).
 """
 
@@ -38,9 +38,9 @@ from scipy.stats import chi2 as chi2_dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from monitor.catalog import VARIANTS, Catalog, load_catalog
-from monitor.drift import FIRING, OK, CellState, Observation, step
 from monitor.stats import jsd_bits, jsd_table, md_table
-from monitor.watch import MIN_CELL_N
+from monitor.watch.drift import FIRING, OK, CellState, Observation, step
+from monitor.watch.evaluate import MIN_CELL_N
 
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
 SCENARIOS = ["relocation", "travel", "university"]
@@ -54,7 +54,7 @@ class Gen:
 
     def __init__(self, cat: Catalog, bias: dict[str, float], sd: float = 1.0,
                  shift: dict[str, float] | None = None) -> None:
-        from monitor.simulated import _unit  # the generator's own quality hash
+        from monitor.measure.simulated import _unit  # the generator's own quality hash
 
         self.cat, self.sd = cat, sd
         self.trip = [t for s in SCENARIOS for t in cat.scenarios[s].triplets()]
@@ -134,7 +134,7 @@ class Gen:
     def runs(self, seed: int, n: int, n_runs: int, start: int = 0) -> list[np.ndarray]:
         """Triplet indexes of runs start..start+n_runs-1 of the sampler's rotation for
         `seed`: Sampler.sample without variants and orders (checked identical)."""
-        from monitor.sampling import Sampler
+        from monitor.measure.sampling import Sampler
 
         key = (seed, n)
         if key not in self._samplers:
@@ -202,10 +202,10 @@ def t975(n: np.ndarray) -> np.ndarray:
 
 def generator_check(cat: Catalog, gen: Gen, runs: int, n: int) -> dict[str, Any]:
     """The real path's scores against the replica's exact distribution (same triplets)."""
-    from monitor.parse import parse_answer
-    from monitor.prompts import build_prompt
-    from monitor.sampling import Sampler
-    from monitor.simulated import SimParams, answer
+    from monitor.measure.parse import parse_answer
+    from monitor.measure.prompts import build_prompt
+    from monitor.measure.sampling import Sampler
+    from monitor.measure.simulated import SimParams, answer
 
     s = Sampler(cat, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0, triplets_per_run=n)
     mine = gen.runs(0, n, runs)
@@ -387,7 +387,7 @@ def observations(base: np.ndarray, runs: np.ndarray) -> list[list[list[Observati
 
 def replay(obs: list[list[list[Observation | None]]], h: float, drift_points: float,
            min_runs: int) -> tuple[np.ndarray, np.ndarray]:
-    """monitor.drift.step over every cell's runs: when each cell entered FIRING / PENDING.
+    """monitor.watch.drift.step over every cell's runs: when each cell entered FIRING / PENDING.
     The absolute threshold is off (md_threshold=inf): only drift is validated here."""
     R, C, T = len(obs), len(obs[0]), len(obs[0][0])
     fire, pend = np.zeros((R, T, C), bool), np.zeros((R, T, C), bool)
@@ -496,8 +496,8 @@ def recommend(drift: dict[str, Any], h_grid: list[float], default_h: float) -> d
 
 def planner_check(cat: Catalog, drift: dict[str, Any], rec: dict[str, Any],
                   drift_points: float, default_h: float, base_runs: int) -> dict[str, Any]:
-    """monitor.plan's normal-model simulation against this full simulation, same h."""
-    from monitor.plan import cell_shares, evaluate
+    """monitor.watch.plan's normal-model simulation against this full simulation, same h."""
+    from monitor.watch.plan import cell_shares, evaluate
 
     cells = cell_shares(cat, SCENARIOS, LANGS)
     out: dict[str, Any] = {}
@@ -518,7 +518,7 @@ def planner_check(cat: Catalog, drift: dict[str, Any], rec: dict[str, Any],
 
 def figures(md: dict[str, Any], drift: dict[str, Any], h_grid: list[float],
             default_h: float, base_runs: int) -> list[str]:
-    from monitor.figures import Series, bar_chart, line_chart
+    from monitor.report.figures import Series, bar_chart, line_chart
 
     paths = [line_chart(OUT / "stat_validation_false_alarms.png", [
         Series(f"{size} triplets/run", h_grid, [max(1e-3, res["h"][str(h)][

@@ -64,7 +64,7 @@ def _config_check(args: argparse.Namespace) -> int:
     import json
 
     from monitor.config import load_settings, masked_dump
-    from monitor.scheduler import make_trigger
+    from monitor.daemon.scheduler import make_trigger
 
     settings, path = load_settings(args.config)
     make_trigger(settings, path)  # the schedule `monitor run` would refuse, refused here too
@@ -77,34 +77,34 @@ def _config_check(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from monitor.probe import probe_command
+    from monitor.commands.probe import probe_command
 
     return probe_command(args)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from monitor.daemon.scheduler import serve
     from monitor.logs import setup_logging
-    from monitor.scheduler import serve
 
     setup_logging(args.log_level)
     return serve(args.config)
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from monitor import baseline
+    from monitor.commands import baseline
 
     func = baseline.baseline_set if args.baseline_command == "set" else baseline.baseline_show
     return func(args)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from monitor.report import report_command
+    from monitor.report.build import report_command
 
     return report_command(args)
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from monitor.plan import plan_command
+    from monitor.watch.plan import plan_command
 
     return plan_command(args)
 
@@ -140,8 +140,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    from monitor.commands.runs import runs_command
     from monitor.config import load_settings
-    from monitor.runs import runs_command
 
     settings, _ = load_settings(args.config)
     return runs_command(settings, args.endpoint, as_json=args.json, limit=args.last)

@@ -28,15 +28,15 @@ class DirectSimClient:
 
     def __init__(self, params: dict[str, Any], catalog_root: Path, model: str = "simulated/x",
                  fingerprint: str = "fp-sim"):
-        from monitor.simulated import SimParams
+        from monitor.measure.simulated import SimParams
 
         self.params = SimParams.from_params({**params, "catalog_path": str(catalog_root)})
         self.model = model
         self.fingerprint = fingerprint
 
     async def complete(self, messages: list[dict[str, str]]) -> Any:
-        from monitor.llm import CallResult
-        from monitor.simulated import answer
+        from monitor.measure.llm import CallResult
+        from monitor.measure.simulated import answer
 
         reply = answer(messages, self.params)
         return CallResult(reply.text, None, 0.001, reply.input_tokens, reply.output_tokens,

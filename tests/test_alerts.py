@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from monitor.alerts import SlackNotifier, build_blocks, escape
 from monitor.config import Slack
-from monitor.watch import Mover, Transition
+from monitor.daemon.slack import SlackNotifier, build_blocks, escape
+from monitor.watch.evaluate import Mover, Transition
 from tests.slack_server import WEBHOOK_PATH, Answer, Posted, serve_slack
 
 ENV = "TEST_SLACK_URL"
@@ -244,7 +244,7 @@ def test_server_error_fails_without_raising(monkeypatch: pytest.MonkeyPatch,
     assert len(server.requests) >= 2
     assert (notifier.sent, notifier.failed) == (0, 2)
     warnings = [r for r in caplog.records
-                if r.name == "monitor.alerts" and r.levelno == logging.WARNING]
+                if r.name == "monitor.daemon.slack" and r.levelno == logging.WARNING]
     assert len(warnings) == 2
     assert "500" in warnings[0].getMessage()
 
@@ -283,7 +283,7 @@ def test_unreachable_webhook_fails_quietly_without_the_url(
     assert ok is False
     assert time.monotonic() - started < 12
     assert (notifier.sent, notifier.failed) == (0, 1)
-    warnings = [r for r in caplog.records if r.name == "monitor.alerts"
+    warnings = [r for r in caplog.records if r.name == "monitor.daemon.slack"
                 and r.levelno == logging.WARNING]
     assert len(warnings) == 1
     _assert_no_canary(caplog.text)
@@ -299,7 +299,7 @@ def test_url_without_scheme_fails_quietly_without_the_url(
     notifier = notifier_for("hooks.slack.example" + CANARY_PATH, monkeypatch)
     assert notifier.send("gpt4o-prod", [transition()]) is False
     assert (notifier.sent, notifier.failed) == (0, 1)
-    assert any(r.name == "monitor.alerts" and r.levelno == logging.WARNING
+    assert any(r.name == "monitor.daemon.slack" and r.levelno == logging.WARNING
                for r in caplog.records)
     _assert_no_canary(caplog.text)
     out, err = capfd.readouterr()

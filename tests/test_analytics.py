@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from monitor.analytics import HISTORY_COLUMNS, drift_replay, history, jsd_frame, md_frame
 from monitor.catalog import load_catalog
 from monitor.cli import main
 from monitor.stats import jsd_table, md_table
 from monitor.store import Store
+from monitor.watch.history import HISTORY_COLUMNS, drift_replay, history, jsd_frame, md_frame
 
 MD_VALUES = ["md", "ci_lower", "ci_upper", "se", "n", "did", "did_ci_lower", "did_ci_upper"]
 JSD_VALUES = ["jsd_bits", "ci_lower", "ci_upper", "p_value", "n", "plugin_bits",
@@ -133,8 +133,8 @@ def test_history_states_are_those_the_daemon_persists(db: Path, tmp_path: Path) 
     """watch.evaluate after each run (what the daemon does) reaches the states
     that history() replays, run after run."""
     from monitor.config import load_settings
-    from monitor.run import finish_run
-    from monitor.watch import evaluate
+    from monitor.measure.run import finish_run
+    from monitor.watch.evaluate import evaluate
 
     copy = tmp_path / "daemon.duckdb"
     shutil.copy(db, copy)

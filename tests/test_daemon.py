@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from monitor.alerts import SlackNotifier
 from monitor.catalog import Catalog
 from monitor.config import Settings, load_settings
-from monitor.daemon import Daemon
-from monitor.metrics import MetricsState
+from monitor.daemon.job import Daemon
+from monitor.daemon.metrics import MetricsState
+from monitor.daemon.slack import SlackNotifier
 from monitor.store import Store
 from tests.helpers import DirectSimClient, write_config
 from tests.slack_server import Answer, serve_slack

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from monitor.metrics import MetricsState
-from monitor.scheduler import ChildJobs
+from monitor.daemon.metrics import MetricsState
+from monitor.daemon.scheduler import ChildJobs
 from monitor.store import Store
 
-# A stand-in for `python -m monitor.daemon`: writes REPORT to the pipe --report-fd, exits CODE.
+# A stand-in for `python -m monitor.daemon.job`: writes REPORT to the pipe --report-fd, exits CODE.
 _FAKE = """
 import json, os, sys
 args = sys.argv[1:]
@@ -34,9 +34,9 @@ def _jobs(tmp_path: Path, code: int, report: dict[str, object] | None) -> ChildJ
 
 
 def test_the_scheduler_process_does_not_import_the_run_stack() -> None:
-    code = ("import sys, monitor.scheduler; "
-            "print(sorted(m for m in ('litellm', 'pandas', 'scipy', 'monitor.llm', "
-            "'monitor.run', 'monitor.daemon') if m in sys.modules))")
+    code = ("import sys, monitor.daemon.scheduler; "
+            "print(sorted(m for m in ('litellm', 'pandas', 'scipy', 'monitor.measure.llm', "
+            "'monitor.measure.run', 'monitor.daemon.job') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
@@ -106,7 +106,7 @@ def test_a_killed_childs_run_is_closed_as_interrupted(tmp_path: Path,
     jobs = _jobs(tmp_path, 0, None)
     jobs.COMMAND = (sys.executable, "-c", "import os, signal, sys\n"
                     "from datetime import UTC, datetime\n"
-                    "from monitor import owner\n"
+                    "from monitor.store import owner\n"
                     "from monitor.store import RunRow, Store\n"
                     "now = datetime.now(UTC)\n"
                     f"Store({str(db)!r}).create_run(RunRow('ep-r1', 'ep', 'm', False, 0, 0, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from monitor.drift import FIRING, OK, PENDING, CellState, Observation, step, z_score
+from monitor.watch.drift import FIRING, OK, PENDING, CellState, Observation, step, z_score
 
 KW = {"drift_points": 0.3, "h": 5.0, "md_threshold": 0.5, "min_runs_firing": 2}
 

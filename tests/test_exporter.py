@@ -21,8 +21,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Metrics
-from monitor.exporter import MetricsServer, make_registry, render
-from monitor.metrics import LATENCY_BUCKETS, MetricsState
+from monitor.daemon.exporter import MetricsServer, make_registry, render
+from monitor.daemon.metrics import LATENCY_BUCKETS, MetricsState
 from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS, RunRow, Store
 
 CELL = {"endpoint", "scenario", "country"}

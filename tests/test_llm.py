@@ -1,7 +1,7 @@
 """LLMClient against a real local OpenAI-protocol server through LiteLLM.
 
 No mocks of LiteLLM: every call goes over HTTP to tests/openai_server.py.
-The only knobs turned are monitor.llm's backoff base (so that retries take
+The only knobs turned are monitor.measure.llm's backoff base (so that retries take
 tenths of a second instead of seconds) and, in one test, its jitter; a
 Retry-After header is honoured as the server sends it.
 """
@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
-import monitor.llm
+import monitor.measure.llm
 from monitor.catalog import Catalog, load_yaml
 from monitor.config import Endpoint
-from monitor.llm import CallResult, LLMClient
-from monitor.prompts import Prompt, build_prompt
-from monitor.sampling import Sampler
+from monitor.measure.llm import CallResult, LLMClient
+from monitor.measure.prompts import Prompt, build_prompt
+from monitor.measure.sampling import Sampler
 from tests.openai_server import Reply, Request, completion_body, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ CANARY = "sk-canary-9f8e7d"
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(monitor.llm, "_BACKOFF_BASE_S", BACKOFF_BASE_S)
+    monkeypatch.setattr(monitor.measure.llm, "_BACKOFF_BASE_S", BACKOFF_BASE_S)
 
 
 def _endpoint(api_base: str, **over: Any) -> Endpoint:
@@ -107,9 +107,9 @@ def _audited(statement: str) -> dict[str, Any]:
 
 
 def test_importing_the_client_opens_no_socket_and_resolves_no_name() -> None:
-    out = _audited("import monitor.llm")
+    out = _audited("import monitor.measure.llm")
     assert out["events"] == []
-    assert out["cost_map"] == "True"  # set by monitor.llm itself, not inherited
+    assert out["cost_map"] == "True"  # set by monitor.measure.llm itself, not inherited
 
 
 @pytest.mark.parametrize("event", ["socket.getaddrinfo", "socket.connect"])
@@ -207,7 +207,7 @@ def test_503_twice_then_success() -> None:
 def test_500_always_gives_up_after_max_retries_with_a_short_one_line_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Jitter at its midpoint (factor 1.0), so the exponential backoff is exact.
-    monkeypatch.setattr(monitor.llm, "random", SimpleNamespace(random=lambda: 0.5))
+    monkeypatch.setattr(monitor.measure.llm, "random", SimpleNamespace(random=lambda: 0.5))
     message = "internal failure\nwith a traceback\n\tand more " + "x" * 2000
     raw = json.dumps({"error": {"message": message, "type": "server_error"}}).encode()
     with serve(lambda _: Reply(status=500, raw=raw)) as server:

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from monitor.catalog import Catalog, default_catalog_dir
-from monitor.pairs import DEFAULT_COUNT, DEFAULT_SEED, draw_pairs, main
+from monitor.catalog.pairs import DEFAULT_COUNT, DEFAULT_SEED, draw_pairs, main
 
 
 def test_shipped_pairs_are_reproducible(shipped_catalog: Catalog) -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.catalog import Catalog
-from monitor.parse import ParsedOption, ParseResult, parse_answer
+from monitor.measure.parse import ParsedOption, ParseResult, parse_answer
 
 LANGS = ["en", "zh", "ja", "ko", "fr", "de"]
 

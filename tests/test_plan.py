@@ -11,7 +11,7 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.cli import main
-from monitor.plan import cell_shares, make_plan, one_shot_n, simulate
+from monitor.watch.plan import cell_shares, make_plan, one_shot_n, simulate
 from tests.helpers import write_config
 
 SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 100000,

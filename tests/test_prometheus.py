@@ -25,7 +25,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Metrics
-from monitor.exporter import make_registry, render
+from monitor.daemon.exporter import make_registry, render
 from tests.helpers import openai_endpoint, write_config
 from tests.openai_server import Reply, Request, options_in, serve
 from tests.test_daemon_process import _free_port, _get, _wait, daemon

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from monitor.ratelimit import WINDOW_S, RateLimiter
+from monitor.measure.ratelimit import WINDOW_S, RateLimiter
 
 T = TypeVar("T")
 

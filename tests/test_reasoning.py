@@ -12,9 +12,9 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import load_settings
-from monitor.metrics import MetricsState
-from monitor.reasoning import weakness_table
-from monitor.run import RunOptions, run_endpoint
+from monitor.daemon.metrics import MetricsState
+from monitor.measure.run import RunOptions, run_endpoint
+from monitor.stats.weakness import weakness_table
 from monitor.store import Store
 from tests.helpers import DirectSimClient, write_config
 

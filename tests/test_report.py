@@ -18,14 +18,14 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from monitor.alerts import SlackNotifier
 from monitor.catalog import load_catalog
 from monitor.cli import main
 from monitor.config import load_settings
-from monitor.daemon import Daemon
-from monitor.metrics import MetricsState
-from monitor.reasoning import weakness_table
+from monitor.daemon.job import Daemon
+from monitor.daemon.metrics import MetricsState
+from monitor.daemon.slack import SlackNotifier
 from monitor.stats import jsd_table, md_table
+from monitor.stats.weakness import weakness_table
 from monitor.store import Store
 from tests.helpers import DirectSimClient, write_config
 

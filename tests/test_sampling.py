@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from monitor.catalog import VARIANTS, Catalog
-from monitor.sampling import Sampler
+from monitor.measure.sampling import Sampler
 
 SCENARIOS = ["university", "relocation", "travel"]
 

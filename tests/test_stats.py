@@ -11,10 +11,10 @@ import pytest
 from scipy.spatial.distance import jensenshannon
 
 from monitor.catalog import VARIANTS, Catalog
-from monitor.parse import parse_answer
-from monitor.prompts import build_prompt
-from monitor.sampling import Sampler
-from monitor.simulated import SimParams, answer
+from monitor.measure.parse import parse_answer
+from monitor.measure.prompts import build_prompt
+from monitor.measure.sampling import Sampler
+from monitor.measure.simulated import SimParams, answer
 from monitor.stats import complete_units, coverage, jsd_bits, jsd_table, md_table
 
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]

@@ -52,7 +52,7 @@ def _columns(rows: list[dict[str, Any]], cols: tuple[tuple[str, str], ...]) -> d
 
 
 def _call(run_id: str, i: int, *, status: str = "ok", **over: Any) -> dict[str, Any]:
-    """One probe_calls row shaped like monitor.run._records builds it."""
+    """One probe_calls row shaped like monitor.measure.run._records builds it."""
     scenario = SCENARIOS[i % 3]
     failed = status == "failed"
     sparse = i % 7 == 3  # a provider that reports no usage, cost or fingerprint
@@ -533,7 +533,7 @@ def test_failed_write_stats_keeps_the_previous_stats_and_the_store_usable(store:
 
 
 def test_failed_calls_replaced_on_resume_are_still_counted(tmp_path: Path) -> None:
-    from monitor.metrics import MetricsState
+    from monitor.daemon.metrics import MetricsState
 
     store = Store(tmp_path / "r.duckdb")
     store.create_run(_run("r1"))

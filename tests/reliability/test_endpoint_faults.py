@@ -38,11 +38,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-import monitor.llm
-import monitor.ratelimit
+import monitor.measure.llm
+import monitor.measure.ratelimit
 from monitor.catalog import load_catalog
 from monitor.cli import main
-from monitor.parse import _fold
+from monitor.measure.parse import _fold
 from monitor.store import Store
 from tests.helpers import openai_endpoint, write_config
 from tests.openai_server import Reply, Request, options_in, serve
@@ -63,7 +63,7 @@ LOCAL_COUNTRIES = {c for cs in CATALOG.languages.values() for c in cs}
 
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(monitor.llm, "_BACKOFF_BASE_S", BACKOFF_BASE_S)
+    monkeypatch.setattr(monitor.measure.llm, "_BACKOFF_BASE_S", BACKOFF_BASE_S)
 
 
 def probe_key(system: str, user: str) -> str:
@@ -615,7 +615,7 @@ def test_rpm_window_counts_retries_at_the_server(
     """The same check as the slow test below, with the limiter's window shortened to 1.5 s
     so that it runs on every commit: 12 probes, the English ones 503 once (14 requests)."""
     window, rpm = 1.5, 6
-    monkeypatch.setattr(monitor.ratelimit, "WINDOW_S", window)
+    monkeypatch.setattr(monitor.measure.ratelimit, "WINDOW_S", window)
     rec = Recorder(lambda a: Reply(status=503) if a.lang == "en" and a.attempt == 1
                    else good(a))
     with serve(rec) as server:

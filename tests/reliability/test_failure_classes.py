@@ -36,15 +36,15 @@ from typing import Any
 
 import pytest
 
-from monitor import owner as owners
-from monitor.alerts import SlackNotifier
 from monitor.catalog import Catalog
 from monitor.cli import main
 from monitor.config import load_settings
-from monitor.daemon import Daemon
-from monitor.metrics import MetricsState
-from monitor.recovery import MAX_ATTEMPTS, triage
+from monitor.daemon.job import Daemon
+from monitor.daemon.metrics import MetricsState
+from monitor.daemon.recovery import MAX_ATTEMPTS, triage
+from monitor.daemon.slack import SlackNotifier
 from monitor.store import RunRow, Store
+from monitor.store import owner as owners
 from tests.helpers import DirectSimClient, openai_endpoint, write_config
 from tests.openai_server import Reply, Request, options_in, serve
 from tests.test_daemon_process import Gate, _free_port, _get, _wait, daemon
@@ -324,7 +324,7 @@ def test_the_daemon_resumes_an_orphan_and_logs_what_it_closes(
 
 class _Down:
     async def complete(self, messages: list[dict[str, str]]) -> Any:
-        from monitor.llm import CallResult
+        from monitor.measure.llm import CallResult
 
         return CallResult(None, "APIConnectionError: Connection refused", 0.01, None, None,
                           None, None, None, 1)
@@ -562,7 +562,7 @@ def test_export_writes_every_table(tmp_path: Path, shipped_catalog: Catalog) -> 
 
 
 def test_an_unknown_cost_is_no_cost_series_and_counted_as_unpriced(tmp_path: Path) -> None:
-    from monitor.exporter import make_registry, render
+    from monitor.daemon.exporter import make_registry, render
 
     with serve(_scored) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base)])
@@ -576,7 +576,7 @@ def test_an_unknown_cost_is_no_cost_series_and_counted_as_unpriced(tmp_path: Pat
 
 
 def test_the_daemon_runs_at_start_when_an_interrupted_run_waits(tmp_path: Path) -> None:
-    from monitor.scheduler import _wants_run_now
+    from monitor.daemon.scheduler import _wants_run_now
 
     store = Store(tmp_path / "m.duckdb")
     now = datetime.now(UTC)

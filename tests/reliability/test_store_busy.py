@@ -13,7 +13,7 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import load_settings
-from monitor.run import run_endpoint
+from monitor.measure.run import run_endpoint
 from monitor.store import Store
 from tests.helpers import openai_endpoint, write_config
 from tests.openai_server import Reply, Request, options_in, serve

@@ -1,6 +1,6 @@
 """Draw the fixed comparison pairs of a scenario (seeded, reproducible).
 
-    python -m monitor.pairs [--catalog DIR] [--scenario NAME] [--count 100] [--seed 2024]
+    python -m monitor.catalog.pairs [--catalog DIR] [--scenario NAME] [--count 100] [--seed 2024]
 
 How a pair set is drawn, so that every country is judged in equal company:
 1. English side: slot k goes to the English-speaking country k mod 4 in a
@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from monitor.catalog import Option, Problem, default_catalog_dir
-from monitor.catalog_rules import check_languages, check_options
+from monitor.catalog.rules import check_languages, check_options
 
 DEFAULT_SEED = 2024
 DEFAULT_COUNT = 100
@@ -84,7 +84,7 @@ def write_pairs(path: Path, rows: list[tuple[str, str, str]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m monitor.pairs", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m monitor.catalog.pairs", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--catalog", type=Path, default=default_catalog_dir())
     ap.add_argument("--scenario", action="append", help="default: every options/*.csv")

@@ -28,9 +28,9 @@ import litellm
 from litellm.llms.custom_llm import CustomLLM
 
 from monitor.config import Endpoint
-from monitor.ratelimit import RateLimiter
-from monitor.simulated import SimParams
-from monitor.simulated import answer as simulated_answer
+from monitor.measure.ratelimit import RateLimiter
+from monitor.measure.simulated import SimParams
+from monitor.measure.simulated import answer as simulated_answer
 
 __all__ = ["CallResult", "LLMClient"]
 

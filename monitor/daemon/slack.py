@@ -23,14 +23,14 @@ from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetr
 from slack_sdk.webhook import WebhookClient
 
 from monitor.config import Slack
-from monitor.watch import Transition
+from monitor.watch.evaluate import Transition
 
 __all__ = ["SlackNotifier", "build_blocks", "escape"]
 
-log = logging.getLogger("monitor.alerts")
+log = logging.getLogger("monitor.daemon.slack")
 # slack_sdk's clients log the request URL - the webhook secret - at INFO on every retry and at
 # DEBUG on every request; they get a logger of their own that says nothing.
-_sdk_log = logging.getLogger("monitor.alerts.slack_sdk")
+_sdk_log = logging.getLogger("monitor.daemon.slack.slack_sdk")
 _sdk_log.setLevel(logging.CRITICAL + 1)
 _sdk_log.propagate = False
 _sdk_log.addHandler(logging.NullHandler())

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 
 from monitor.catalog import LABELS, Catalog
-from monitor.sampling import ProbeSpec
+from monitor.measure.sampling import ProbeSpec
 
 __all__ = ["Prompt", "build_prompt"]
 

@@ -27,7 +27,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from monitor.metrics import LATENCY_BUCKETS, MetricsState
+from monitor.daemon.metrics import LATENCY_BUCKETS, MetricsState
 
 __all__ = ["BiasCollector", "MetricsServer", "make_registry", "render"]
 

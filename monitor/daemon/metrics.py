@@ -18,8 +18,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from monitor.drift import STATE_VALUE
 from monitor.store import Store
+from monitor.watch.drift import STATE_VALUE
 
 __all__ = ["LATENCY_BUCKETS", "MetricsState", "Snapshot"]
 

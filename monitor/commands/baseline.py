@@ -2,7 +2,7 @@
 
 A baseline is the set of runs an endpoint's new runs are compared with. It
 changes only by an explicit user action (or once, automatically, when there
-is none: see monitor.watch). All its runs must be finished, of one endpoint,
+is none: see monitor.watch.evaluate). All its runs must be finished, of one endpoint,
 on one catalog version and one model id; a full rotation cycle of runs gives
 the most precise baseline. Works while the daemon runs: the store holds the
 DuckDB file only per operation.

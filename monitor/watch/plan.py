@@ -21,9 +21,9 @@ import numpy as np
 
 from monitor.catalog import Catalog
 from monitor.config import AUTO_BASELINE_RUNS
-from monitor.drift import CALM_RUNS, CALM_Z, K_MIN, Z_CLIP
 from monitor.errors import UsageError
 from monitor.stats import MIN_CELL_N
+from monitor.watch.drift import CALM_RUNS, CALM_Z, K_MIN, Z_CLIP
 
 __all__ = ["H_GRID", "N_GRID", "Cells", "cell_shares", "make_plan", "plan_command",
            "sd_from_md", "simulate"]
@@ -191,7 +191,7 @@ def _runs_per_day(settings: Any, source: Any) -> float:
 
     if settings.schedule.every:
         return 86400 / parse_every(settings.schedule.every)
-    from monitor.scheduler import make_trigger, period_seconds  # the apscheduler module
+    from monitor.daemon.scheduler import make_trigger, period_seconds  # the apscheduler module
 
     return 86400 / period_seconds(make_trigger(settings, source))
 

@@ -22,7 +22,7 @@
   is readable), a failed write (no space, read-only: StoreWriteError, exit
   4) or another storage error. A ROLLBACK after a failed COMMIT (DuckDB has
   already ended the transaction) never hides the first error.
-- A run row names its owner process (monitor.owner) and carries a heartbeat
+- A run row names its owner process (monitor.store.owner) and carries a heartbeat
   refreshed by every batch the run writes, so that a run whose process died
   (SIGKILL, OOM) is found and closed as interrupted instead of staying
   `running` for ever.
@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from monitor import owner as owners
 from monitor.errors import StoreBusyError, StoreDamagedError, StoreError, StoreWriteError
+from monitor.store import owner as owners
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,7 +175,7 @@ class RunRow:
     started_at: datetime
     finished_at: datetime | None
     status: str
-    owner: str | None = None  # monitor.owner token of the process running it
+    owner: str | None = None  # monitor.store.owner token of the process running it
     heartbeat_at: datetime | None = None
     reason: str | None = None  # why it ended as it did (interrupted, failed)
     attempts: int = 0  # times a process started or resumed it

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from monitor.figures import Series, small_multiples, violins
-from monitor.report import EndpointReport, to_json
+from monitor.report.build import EndpointReport, to_json
+from monitor.report.figures import Series, small_multiples, violins
 from monitor.stats import MIN_CELL_N, nullable
 
 __all__ = ["render_html", "render_markdown"]

@@ -171,7 +171,7 @@ def check_pairs(path: Path, options: dict[str, Option], languages: dict[str, tup
     f = str(path)
     if not path.is_file():
         problems.append(Problem(f, "missing pairs file", fix=f"draw pairs: python -m "
-                                f"monitor.pairs --scenario {path.stem}"))
+                                f"monitor.catalog.pairs --scenario {path.stem}"))
         return []
     try:
         header, rows = read_csv(path)
@@ -217,7 +217,7 @@ def check_pairs(path: Path, options: dict[str, Option], languages: dict[str, tup
             pairs.append(Pair(pid, e_id, n_id))
     if len(rows) < MIN_PAIRS:
         problems.append(Problem(f, f"{len(rows)} pairs, expected at least {MIN_PAIRS}",
-                                fix="redraw with python -m monitor.pairs"))
+                                fix="redraw with python -m monitor.catalog.pairs"))
     _check_balance(f, pairs, options, problems)
     return pairs
 
@@ -232,7 +232,7 @@ def _check_balance(f: str, pairs: list[Pair], options: dict[str, Option],
         if counts and max(counts.values()) - min(counts.values()) > 1:
             problems.append(Problem(f, f"{side} side is unbalanced across countries: "
                                     f"{dict(sorted(counts.items()))}",
-                                    fix="redraw with python -m monitor.pairs"))
+                                    fix="redraw with python -m monitor.catalog.pairs"))
 
 
 def check_sources(path: Path, options: dict[str, Option], problems: list[Problem]) -> None:

@@ -11,7 +11,7 @@ On SIGTERM or Ctrl-C no new call starts; the calls already on the wire are
 awaited for up to DRAIN_S (they are paid for), stored, and the run is
 marked interrupted. When a write fails for good (no space left, a read-only or damaged file),
 the run asks nothing more, the answers it holds (the failed batch and the
-calls still in flight, all paid for) go to a spool file (monitor.spool),
+calls still in flight, all paid for) go to a spool file (monitor.measure.spool),
 and StoreWriteError says where; `--resume` imports the spool first. The
 run row names its owner process and every batch refreshes its heartbeat, so
 that a run whose process died is found (Store.close_orphans).
@@ -28,26 +28,26 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from monitor import owner as owners
 from monitor.catalog import Catalog
 from monitor.config import Endpoint, Settings
 from monitor.errors import StoreBusyError, StoreError, StoreWriteError, UsageError
-from monitor.llm import CallResult, LLMClient
-from monitor.parse import ParseResult, parse_answer
-from monitor.progress import Progress
-from monitor.prompts import Prompt, build_prompt
-from monitor.reasoning import weakness_table
-from monitor.sampling import ProbeSpec, Sampler
-from monitor.spool import Spool, find_spools, read_spool
+from monitor.measure.llm import CallResult, LLMClient
+from monitor.measure.parse import ParseResult, parse_answer
+from monitor.measure.progress import Progress
+from monitor.measure.prompts import Prompt, build_prompt
+from monitor.measure.sampling import ProbeSpec, Sampler
+from monitor.measure.spool import Spool, find_spools, read_spool
 from monitor.stats import nullable, summarise
+from monitor.stats.weakness import weakness_table
 from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS, RunRow, Store, size_text
+from monitor.store import owner as owners
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["RunOptions", "RunResult", "run_endpoint"]
 
-log = logging.getLogger("monitor.run")
+log = logging.getLogger("monitor.measure.run")
 
 #: Seconds between heartbeats of a run that has nothing to write (a slow endpoint).
 HEARTBEAT_S = 60.0

@@ -8,11 +8,11 @@ logged and counted (bias_monitor_run_failures_total) and the scheduler goes
 on. Cancellation (SIGTERM) interrupts the run cleanly: what arrived is
 stored, the run is marked interrupted and is resumed at the next start.
 Before each run, interrupted runs are resumed or closed by the policy of
-monitor.recovery. A run without any answer (the endpoint is down) is not
+monitor.daemon.recovery. A run without any answer (the endpoint is down) is not
 compared with the baseline: it says nothing about the model, and the gauges
 keep the last measured values (`last_run_*` shows the outage).
 
-`python -m monitor.daemon --endpoint NAME --report-fd N` runs one job in a
+`python -m monitor.daemon.job --endpoint NAME --report-fd N` runs one job in a
 child process: `monitor run` starts one per scheduled run, so that LiteLLM,
 pandas and SciPy (about 300 MB) live only as long as a run and the
 long-lived scheduler stays small. The child writes what the parent cannot
@@ -35,22 +35,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from monitor.alerts import SlackNotifier
 from monitor.catalog import Catalog, load_catalog
 from monitor.config import Endpoint, Settings, load_settings
+from monitor.daemon.metrics import MetricsState
+from monitor.daemon.recovery import triage
+from monitor.daemon.slack import SlackNotifier
 from monitor.errors import MonitorError
-from monitor.llm import LLMClient
 from monitor.logs import setup_logging
-from monitor.metrics import MetricsState
-from monitor.recovery import triage
-from monitor.run import RunOptions, RunResult, run_endpoint
+from monitor.measure.llm import LLMClient
+from monitor.measure.run import RunOptions, RunResult, run_endpoint
 from monitor.stats import jsd_table
 from monitor.store import Store
-from monitor.watch import Evaluation, Mover, Transition, evaluate
+from monitor.watch.evaluate import Evaluation, Mover, Transition, evaluate
 
 __all__ = ["Daemon"]
 
-log = logging.getLogger("monitor.daemon")
+log = logging.getLogger("monitor.daemon.job")
 
 
 class Daemon:
@@ -247,7 +247,7 @@ def _transition(data: dict[str, Any]) -> Transition:
 # --- one job in a child process (what `monitor run` starts) --------------------------------
 
 def child_main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m monitor.daemon")
+    ap = argparse.ArgumentParser(prog="python -m monitor.daemon.job")
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--report-fd", type=int, required=True,
                     help="pipe the JSON report is written to for the parent")

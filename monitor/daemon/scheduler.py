@@ -6,12 +6,12 @@ coalesce=True and max_instances=1 (a run that overruns its slot makes the
 next one skip: counted in bias_monitor_runs_skipped_total, logged at INFO at
 most every SKIP_LOG_S; a skip is not a failure), misfire grace of half a
 period. A never-measured or stale endpoint, or one with an interrupted run
-to resume (monitor.recovery), is run once at start. SIGTERM / SIGINT stop
+to resume (monitor.daemon.recovery), is run once at start. SIGTERM / SIGINT stop
 the scheduler, interrupt in-flight runs cleanly (stored, resumable) and exit
 0. /metrics and /healthz are served on metrics.host:port; a port that is
 taken is a configuration error (exit 2), not a traceback.
 
-Each run is a short-lived child process (`python -m monitor.daemon`, the
+Each run is a short-lived child process (`python -m monitor.daemon.job`, the
 same Daemon.run_job as in-process): LiteLLM, pandas and SciPy are about
 300 MB that the scheduler would otherwise hold for good between runs. This
 process keeps the schedule, the metrics (read back from DuckDB after each
@@ -42,15 +42,15 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from monitor.catalog import load_catalog
 from monitor.config import Settings, load_settings, parse_every
+from monitor.daemon.exporter import MetricsServer, make_registry
+from monitor.daemon.metrics import MetricsState
+from monitor.daemon.recovery import triage
 from monitor.errors import ConfigError
-from monitor.exporter import MetricsServer, make_registry
-from monitor.metrics import MetricsState
-from monitor.recovery import triage
 from monitor.store import Store
 
 __all__ = ["make_trigger", "period_seconds", "serve"]
 
-log = logging.getLogger("monitor.scheduler")
+log = logging.getLogger("monitor.daemon.scheduler")
 
 
 def make_trigger(settings: Settings, source: Path) -> BaseTrigger:
@@ -89,10 +89,10 @@ def serve(config: Path | None) -> int:
 
 
 class ChildJobs:
-    """The scheduler's side of a job: one `python -m monitor.daemon` process per run."""
+    """The scheduler's side of a job: one `python -m monitor.daemon.job` process per run."""
 
     STOP_GRACE_S = 25.0  # after SIGTERM, the child's time to store and mark its run
-    COMMAND = (sys.executable, "-m", "monitor.daemon")  # tests swap in a stand-in
+    COMMAND = (sys.executable, "-m", "monitor.daemon.job")  # tests swap in a stand-in
 
     def __init__(self, config: Path | None, store: Store, state: MetricsState) -> None:
         self.config = config

@@ -197,7 +197,7 @@ def read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
 
 def read_catalog(root: Path | None = None) -> tuple[Catalog | None, list[Problem]]:
     """Read and check the catalog; returns it only when there is no problem."""
-    from monitor import catalog_rules as rules
+    from monitor.catalog import rules
 
     root = Path(root) if root is not None else default_catalog_dir()
     if not (root / "languages.yaml").is_file():

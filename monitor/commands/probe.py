@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from monitor.catalog import load_catalog
+from monitor.commands.summary import breaches, json_document, text_summary
 from monitor.config import Endpoint, Settings, demo_config_path, load_settings
 from monitor.errors import (
     EXIT_INTERRUPTED,
@@ -32,14 +33,13 @@ from monitor.errors import (
     StoreWriteError,
     UsageError,
 )
-from monitor.progress import Progress
-from monitor.run import RunOptions, RunResult, run_endpoint
+from monitor.measure.progress import Progress
+from monitor.measure.run import RunOptions, RunResult, run_endpoint
 from monitor.store import RunSummary, Store
-from monitor.summary import breaches, json_document, text_summary
 
 __all__ = ["probe_command", "resume_hint"]
 
-log = logging.getLogger("monitor.probe")
+log = logging.getLogger("monitor.commands.probe")
 T = TypeVar("T")
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from monitor import owner as owners
 from monitor.config import Settings
 from monitor.store import RunSummary, Store
+from monitor.store import owner as owners
 
 __all__ = ["runs_command", "summary_record"]
 

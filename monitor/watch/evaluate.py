@@ -23,10 +23,10 @@ from typing import Any
 
 from monitor.catalog import Catalog
 from monitor.config import AUTO_BASELINE_RUNS, Settings
-from monitor.drift import FIRING, OK, PENDING, CellState, Observation, step
-from monitor.run import RunResult
+from monitor.measure.run import RunResult
 from monitor.stats import MIN_CELL_N, md_table
 from monitor.store import Store
+from monitor.watch.drift import FIRING, OK, PENDING, CellState, Observation, step
 
 __all__ = ["MIN_CELL_N", "Evaluation", "Mover", "Transition", "evaluate", "movers"]
 

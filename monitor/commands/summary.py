@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.config import Settings
-from monitor.run import RunResult
+from monitor.measure.run import RunResult
 from monitor.stats import nullable as _f  # NaN -> null
 
 __all__ = ["breaches", "json_document", "text_summary"]

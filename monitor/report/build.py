@@ -5,9 +5,9 @@ What a report covers, per endpoint:
 - `--since DATE`: the finished runs started at or after DATE, pooled (a unit
   is still one triplet of one run); the trend shows the same runs;
 - neither: each endpoint's latest finished run; the trend shows all its runs.
-Every number comes from monitor.stats / monitor.reasoning on the stored
+Every number comes from monitor.stats / monitor.stats.weakness on the stored
 scores (the same functions a run uses), so the report equals `probe --json`
-for a single run. Rendering lives in monitor.report_render.
+for a single run. Rendering lives in monitor.report.render.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import pandas as pd
 from monitor.catalog import Catalog, load_catalog
 from monitor.config import load_settings, parse_since
 from monitor.errors import NoResultsError, UsageError
-from monitor.reasoning import weakness_table
 from monitor.stats import jsd_table, md_table, nullable
+from monitor.stats.weakness import weakness_table
 from monitor.store import RunRow, Store
 
 __all__ = ["EndpointReport", "Mover", "build", "report_command"]
@@ -65,7 +65,7 @@ class EndpointReport:
     languages: list[str]
     jsd: pd.DataFrame  # monitor.stats.jsd_table
     md: pd.DataFrame  # monitor.stats.md_table rows plus a "variant" column ("all" = pooled)
-    weakness: pd.DataFrame  # monitor.reasoning.weakness_table
+    weakness: pd.DataFrame  # monitor.stats.weakness.weakness_table
     scores: dict[str, list[float]]  # language -> every score given in it
     local_scores: dict[str, list[float]]  # language -> scores of options local to it
     history: pd.DataFrame  # run_id, started_at, country, md, ci_lower, ci_upper, n
@@ -196,7 +196,7 @@ def _when(run: RunRow) -> str:
 
 
 def report_command(args: argparse.Namespace) -> int:
-    from monitor.report_render import render_html, render_markdown
+    from monitor.report.render import render_html, render_markdown
 
     settings, _ = load_settings(args.config)
     catalog = load_catalog(settings.catalog.path)

@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from monitor.config import AUTO_BASELINE_RUNS, Alerts, Thresholds
-from monitor.drift import CellState, Observation, step
 from monitor.stats import MIN_CELL_N, jsd_bits, t975
 from monitor.store import Store
+from monitor.watch.drift import CellState, Observation, step
 
 __all__ = ["HISTORY_COLUMNS", "drift_replay", "history", "jsd_frame", "md_frame"]
 
@@ -160,7 +160,7 @@ def drift_replay(md: pd.DataFrame, base: pd.DataFrame, order: Sequence[str], *,
                  thresholds: Thresholds | None = None,
                  alerts: Alerts | None = None) -> pd.DataFrame:
     """The alert state and z of every (run, scenario, country) after that run,
-    replaying drift.step over `order` as monitor.watch.evaluate would."""
+    replaying drift.step over `order` as monitor.watch.evaluate.evaluate would."""
     t, a = thresholds or Thresholds(), alerts or Alerts()
     cols = ["run_id", "scenario", "country", "n", "se", "md", "ci_lower", "ci_upper"]
     ref = {(r[0], r[1]): r for r in zip(*(base[c].tolist() for c in cols[1:]), strict=True)}

@@ -1,0 +1,1 @@
+"""measure stage."""
