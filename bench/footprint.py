@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
 IMPORTS = ("monitor.config", "monitor.store", "monitor.daemon.exporter",
            "apscheduler.schedulers.asyncio", "pandas", "scipy.stats", "litellm",
-           "monitor.daemon.job")
+           "monitor.daemon.child")
 
 
 def main() -> None:

@@ -66,7 +66,7 @@ def main() -> None:
         return
     concs = [int(c) for c in args.concurrency.split(",")]
     modes = args.modes.split(",")
-    server = subprocess.Popen([sys.executable, "-m", "tests.openai_server", "--delay",
+    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai", "--delay",
                                str(args.latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     raw: list[dict[str, Any]] = []
     try:

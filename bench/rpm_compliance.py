@@ -48,7 +48,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "arrivals.txt"
         server = subprocess.Popen(
-            [sys.executable, "-m", "tests.openai_server", "--delay", str(args.latency),
+            [sys.executable, "-m", "tests.support.openai", "--delay", str(args.latency),
              "--log-arrivals", str(log_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
         try:
             assert server.stdout is not None

@@ -76,8 +76,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from monitor.store import Store
-    from tests.helpers import openai_endpoint, write_config
-    from tests.openai_server import Reply, Request, options_in, serve
+    from tests.support.helpers import openai_endpoint, write_config
+    from tests.support.openai import Reply, Request, options_in, serve
 
     rng = random.Random(5)
     lock = threading.Lock()

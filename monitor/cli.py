@@ -10,8 +10,9 @@ not be written; 130 / 143 interrupted by Ctrl-C / SIGTERM.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from monitor.errors import MonitorError
@@ -19,67 +20,14 @@ from monitor.errors import MonitorError
 __all__ = ["main"]
 
 
-def _catalog_validate(args: argparse.Namespace) -> int:
-    from monitor.catalog import read_catalog
-
-    catalog, problems = read_catalog(args.catalog)
-    if problems:
-        for p in problems:
-            print(p, file=sys.stderr)
-        print(f"catalog invalid: {len(problems)} problem(s)", file=sys.stderr)
-        return 2
-    assert catalog is not None
-    n_opts = sum(len(s.options) for s in catalog.scenarios.values())
-    print(f"catalog ok: {catalog.root} version {catalog.version}, "
-          f"{len(catalog.scenarios)} scenarios, {n_opts} options, "
-          f"{len(catalog.languages)} languages ({', '.join(catalog.languages)})")
-    return 0
-
-
-def _catalog_stats(args: argparse.Namespace) -> int:
-    from monitor.catalog import load_catalog
-
-    cat = load_catalog(args.catalog)
-    langs = list(cat.languages)
-    print(f"catalog {cat.root} version {cat.version}")
-    for name, scen in cat.scenarios.items():
-        triplets = Counter(scen.options[t.target_id].country for t in scen.triplets())
-        in_pairs = Counter(scen.options[i].country for p in scen.pairs
-                           for i in (p.english_id, p.non_english_id))
-        countries = Counter(o.country for o in scen.options.values())
-        print(f"\n{name}: {len(scen.options)} options, {len(scen.pairs)} pairs, "
-              f"{sum(triplets.values())} triplets, {len(countries)} countries")
-        head = f"  {'country':<8}{'local':<7}{'options':>8}{'in pairs':>9}{'triplets':>9}  "
-        print(head + "  ".join(f"{lang:>3}" for lang in langs))
-        for country in sorted(countries):
-            named = [sum(1 for o in scen.options.values()
-                         if o.country == country and o.names.get(lang)) for lang in langs]
-            local = cat.local_language(country) or "-"
-            print(f"  {country:<8}{local:<7}{countries[country]:>8}{in_pairs[country]:>9}"
-                  f"{triplets[country]:>9}  " + "  ".join(f"{n:>3}" for n in named))
-    return 0
-
-
-def _config_check(args: argparse.Namespace) -> int:
-    import json
-
-    from monitor.config import load_settings, masked_dump
-    from monitor.daemon.scheduler import make_trigger
-
-    settings, path = load_settings(args.config)
-    make_trigger(settings, path)  # the schedule `monitor run` would refuse, refused here too
-    data, warnings = masked_dump(settings, path)
-    for w in warnings:
-        print(f"monitor: warning: {w}", file=sys.stderr)
-    print(f"# effective configuration from {path} (environment overrides applied)")
-    print(json.dumps(data, indent=2, ensure_ascii=False))
-    return 0
-
-
-def _probe(args: argparse.Namespace) -> int:
-    from monitor.commands.probe import probe_command
-
-    return probe_command(args)
+def _command(module: str, func: str) -> Callable[[argparse.Namespace], int]:
+    """The command `func` of monitor.commands.<module>, imported when it runs: heavy
+    libraries load only for the command that needs them, so --help stays fast."""
+    def run(args: argparse.Namespace) -> int:
+        mod = importlib.import_module(f"monitor.commands.{module}")
+        code: int = getattr(mod, func)(args)
+        return code
+    return run
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -90,25 +38,6 @@ def _run(args: argparse.Namespace) -> int:
     return serve(args.config)
 
 
-def _baseline(args: argparse.Namespace) -> int:
-    from monitor.commands import baseline
-
-    func = baseline.baseline_set if args.baseline_command == "set" else baseline.baseline_show
-    return func(args)
-
-
-def _report(args: argparse.Namespace) -> int:
-    from monitor.report.build import report_command
-
-    return report_command(args)
-
-
-def _plan(args: argparse.Namespace) -> int:
-    from monitor.watch.plan import plan_command
-
-    return plan_command(args)
-
-
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -117,34 +46,6 @@ def _seed(text: str) -> int:
     if not 0 <= value < 2**31:
         raise argparse.ArgumentTypeError("the seed must be between 0 and 2147483647")
     return value
-
-
-def _export(args: argparse.Namespace) -> int:
-    from monitor.config import load_settings, parse_since
-    from monitor.errors import StoreDamagedError
-    from monitor.store import Store
-
-    settings, _ = load_settings(args.config)
-    since = parse_since(args.since) if args.since else None
-    # Read-only: an export must work on a file too damaged (or too full) to write.
-    store = Store(settings.storage.path, lock_timeout_s=60, read_only=True)
-    result = store.export_parquet(args.parquet, since)
-    for table, n in result.counts.items():
-        print(f"{table}: {n} rows -> {args.parquet / table}/date=*/endpoint=*/")
-    if result.damaged:
-        tables = ", ".join(f"{t} ({why})" for t, why in result.damaged.items())
-        raise StoreDamagedError(f"{settings.storage.path}: the database file is damaged: "
-                                f"{len(result.counts)} tables exported, not readable: {tables}; "
-                                "restore the file from a backup copy")
-    return 0
-
-
-def _runs(args: argparse.Namespace) -> int:
-    from monitor.commands.runs import runs_command
-    from monitor.config import load_settings
-
-    settings, _ = load_settings(args.config)
-    return runs_command(settings, args.endpoint, as_json=args.json, limit=args.last)
 
 
 def _csv(text: str) -> list[str]:
@@ -166,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     cat = sub.add_parser("catalog", help="check or summarise the probe catalog")
     cat_sub = cat.add_subparsers(dest="catalog_command", metavar="ACTION", required=True)
     for name, func, text in (
-        ("validate", _catalog_validate, "check every catalog rule; report all problems"),
-        ("stats", _catalog_stats, "counts per scenario x country x language"),
+        ("validate", _command("catalog", "catalog_validate"),
+         "check every catalog rule; report all problems"),
+        ("stats", _command("catalog", "catalog_stats"), "counts per scenario x country x language"),
     ):
         p = cat_sub.add_parser(name, help=text, description=text)
         p.add_argument("--catalog", type=Path, default=None, metavar="DIR",
@@ -179,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk = cfg_sub.add_parser("check", help="validate and print the effective configuration "
                              "(secrets masked)")
     chk.add_argument("--config", type=Path, default=None, metavar="PATH")
-    chk.set_defaults(func=_config_check)
+    chk.set_defaults(func=_command("config", "config_check"))
 
     pr = sub.add_parser("probe", help="run the probes once and print the bias summary",
                         description="Ask the configured endpoints a sampled set of triplets in "
@@ -197,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--fail-on-breach", action="store_true",
                     help="exit 1 when an MD CI lies beyond thresholds.md_points")
     pr.add_argument("--resume", metavar="RUN_ID", help="complete an interrupted run")
-    pr.set_defaults(func=_probe)
+    pr.set_defaults(func=_command("probe", "probe_command"))
 
     rn = sub.add_parser("run", help="the daemon: scheduled runs, drift, metrics, Slack alerts")
     rn.add_argument("--config", type=Path, default=None, metavar="PATH")
@@ -214,14 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the latest N runs per endpoint (default 20; 0 = all)")
     ru.add_argument("--json", action="store_true", help="one JSON document on stdout")
     ru.add_argument("--config", type=Path, default=None, metavar="PATH")
-    ru.set_defaults(func=_runs)
+    ru.set_defaults(func=_command("runs", "runs_main"))
 
     ex = sub.add_parser("export", help="every stored table as Parquet, partitioned by date and "
                         "endpoint (read-only; also what is readable of a damaged file)")
     ex.add_argument("--parquet", type=Path, required=True, metavar="DIR")
     ex.add_argument("--since", metavar="DATE", help="only data from this date on (YYYY-MM-DD)")
     ex.add_argument("--config", type=Path, default=None, metavar="PATH")
-    ex.set_defaults(func=_export)
+    ex.set_defaults(func=_command("export", "export_command"))
 
     rp = sub.add_parser("report", help="HTML report (tables, plots, trend, evidence) or Markdown",
                         description="The paper's tables (JSD by language, MD by country and "
@@ -239,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--format", choices=["html", "md"], default="html",
                     help="html (index.html + PNGs, self-contained) or md (Markdown tables)")
     rp.add_argument("--config", type=Path, default=None, metavar="PATH")
-    rp.set_defaults(func=_report)
+    rp.set_defaults(func=_command("report", "report_command"))
 
     bl = sub.add_parser("baseline", help="set or show the accepted baseline runs")
     bl_sub = bl.add_subparsers(dest="baseline_command", metavar="ACTION", required=True)
@@ -254,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (bset, bshow):
         p.add_argument("--config", type=Path, default=None, metavar="PATH")
         p.add_argument("--endpoint", action="append", metavar="NAME")
-        p.set_defaults(func=_baseline)
+        p.set_defaults(func=_command("baseline", "baseline_command"))
 
     pl = sub.add_parser("plan", help="triplets per run, CUSUM h and cost to detect a shift",
                         description="Size the runs: the triplets per run, CUSUM h and k, calls "
@@ -271,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="tolerated false pages per 100 runs (default 1)")
     pl.add_argument("--within-runs", metavar="N", help="detection delay wanted (default 3)")
     pl.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    pl.set_defaults(func=_plan)
+    pl.set_defaults(func=_command("plan", "plan_command"))
     return ap
 
 

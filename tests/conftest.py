@@ -1,14 +1,26 @@
-"""Shared fixtures: a writable copy of the shipped catalog to break on purpose."""
+"""Shared fixtures: no MONITOR_* variable of the host leaks into a test; a writable
+copy of the shipped catalog to break on purpose."""
 
 from __future__ import annotations
 
 import csv
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from monitor.catalog import Catalog, default_catalog_dir, load_catalog
+
+
+@pytest.fixture(autouse=True)
+def _no_monitor_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A developer's MONITOR_STORAGE__PATH would point a test at a real database."""
+    for name in list(os.environ):
+        if name.upper().startswith("MONITOR_"):
+            monkeypatch.delenv(name)
+    yield
 
 
 @pytest.fixture(scope="session")

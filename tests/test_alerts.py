@@ -7,7 +7,6 @@ Every delivery goes through slack_sdk's real WebhookClient to a real local HTTP 
 from __future__ import annotations
 
 import logging
-import socket
 import time
 
 import pytest
@@ -15,7 +14,8 @@ import pytest
 from monitor.config import Slack
 from monitor.daemon.slack import SlackNotifier, build_blocks, escape
 from monitor.watch.evaluate import Mover, Transition
-from tests.slack_server import WEBHOOK_PATH, Answer, Posted, serve_slack
+from tests.support.process import free_port
+from tests.support.slack import WEBHOOK_PATH, Answer, Posted, serve_slack
 
 ENV = "TEST_SLACK_URL"
 RUN_ID = "20260301T120000Z-gpt4o-prod-0007"
@@ -33,9 +33,13 @@ def transition(*, country: str = "CN", scenario: str = "all", from_state: str = 
         to_state=to_state, run_id=run_id, md=1.23, ci=(0.8, 1.66), n=48, md_base=0.1,
         ci_base=(-0.2, 0.4), n_base=240, z=3.4, reason=reason,
         movers=movers if movers is not None else [
-            Mover(option="Tsinghua University", local_name="清华大学", language="zh",
+            Mover(scenario="university", option_id="tsinghua", country="CN",
+                  name_en="Tsinghua University", name_local="清华大学", language="zh", n_old=4,
+                  n_new=3,
                   old=7.0, new=9.5),
-            Mover(option="Peking University", local_name="北京大学", language="zh",
+            Mover(scenario="university", option_id="pku", country="CN",
+                  name_en="Peking University", name_local="北京大学", language="zh", n_old=4,
+                  n_new=3,
                   old=6.5, new=8.0),
         ])
 
@@ -47,11 +51,6 @@ def notifier_for(url: str, monkeypatch: pytest.MonkeyPatch) -> SlackNotifier:
     return notifier
 
 
-def closed_port() -> int:
-    """A loopback port nobody listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _assert_no_canary(text: str) -> None:
@@ -175,7 +174,8 @@ def test_escape_neutralises_mentions_links_and_controls() -> None:
 
 
 def test_untrusted_text_cannot_mention_or_link(monkeypatch: pytest.MonkeyPatch) -> None:
-    evil_mover = Mover(option=EVIL, local_name=EVIL, language=EVIL, old=5.0, new=9.0)
+    evil_mover = Mover(scenario=EVIL, option_id=EVIL, country=EVIL, name_en=EVIL,
+                       name_local=EVIL, language=EVIL, old=5.0, new=9.0, n_old=1, n_new=1)
     t = transition(country=EVIL, scenario=EVIL, from_state=EVIL, reason=EVIL,
                    run_id="run<!channel>", movers=[evil_mover])
     with serve_slack() as server:
@@ -272,7 +272,7 @@ def test_unreachable_webhook_fails_quietly_without_the_url(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         capfd: pytest.CaptureFixture[str]) -> None:
     caplog.set_level(logging.DEBUG)
-    url = f"http://127.0.0.1:{closed_port()}{CANARY_PATH}"
+    url = f"http://127.0.0.1:{free_port()}{CANARY_PATH}"
     notifier = notifier_for(url, monkeypatch)
     started = time.monotonic()
     try:

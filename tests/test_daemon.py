@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +12,15 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import Settings, load_settings
+from monitor.daemon import outbox
 from monitor.daemon.job import Daemon
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.slack import SlackNotifier
 from monitor.store import Store
-from tests.helpers import DirectSimClient, write_config
-from tests.slack_server import Answer, serve_slack
+from tests.support.db import rows
+from tests.support.helpers import DirectSimClient, write_config
+from tests.support.process import free_port
+from tests.support.slack import Answer, serve_slack
 
 SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 100000}
 
@@ -58,10 +60,10 @@ def test_fifty_runs_without_change_raise_no_alert(
 
         asyncio.run(many())
         assert store.baseline("sim") is not None
-        compared = store.query("SELECT count(*) FROM alert_state WHERE scenario = 'all'")
+        compared = rows(store.path, "SELECT count(*) FROM alert_state WHERE scenario = 'all'")
         # Paging cells are the pooled ones (scenario "all"); per-scenario cells only
         # colour the dashboard.
-        firing = store.query("SELECT count(*) FROM alert_events WHERE to_state = 'firing' "
+        firing = rows(store.path, "SELECT count(*) FROM alert_events WHERE to_state = 'firing' "
                              "AND scenario = 'all'")
         assert [r.status for r in store.runs("sim")].count("complete") == 70
         assert firing[0][0] == 0
@@ -77,8 +79,8 @@ def test_slack_outage_keeps_the_alert_and_delivers_it_once_back(
         daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                    alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
         note = json.dumps({"kind": "note", "text": "model id changed (a -> b)"})
-        daemon._queue("sim", [note])
-        daemon._queue("sim", [note])  # queued once only
+        outbox.queue(store, daemon.notifier, "sim", [note])
+        outbox.queue(store, daemon.notifier, "sim", [note])  # queued once only
         endpoint = daemon.settings.endpoint("sim")
         # slack_sdk retries the 429 itself; 500 is a failed delivery, kept.
         assert daemon.deliver(endpoint) is False
@@ -98,13 +100,11 @@ def test_slack_outage_keeps_the_alert_and_delivers_it_once_back(
 
 def test_unreachable_slack_never_fails_a_run(
         tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens there
     monkeypatch.setenv("TEST_SLACK_URL", f"http://127.0.0.1:{port}/services/T/B/CANARY")
     daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
-    daemon._queue("sim", [json.dumps({"kind": "note", "text": "hello"})])
+    outbox.queue(store, daemon.notifier, "sim", [outbox.note("hello")])
     asyncio.run(daemon.run_job("sim"))
     assert store.runs("sim")[-1].status == "complete"
     assert len(store.outbox_pending("sim")) == 1  # kept for the next run
@@ -116,7 +116,7 @@ def test_probe_budget_limits_the_day(tmp_path: Path, shipped_catalog: Catalog) -
                                budget={"max_probes_per_day": 90})
     for _ in range(3):
         asyncio.run(daemon.run_job("sim"))
-    calls = store.query("SELECT count(*) FROM probe_calls")[0][0]
+    calls = rows(store.path, "SELECT count(*) FROM probe_calls")[0][0]
     assert calls == 60 + 30  # 10 triplets, then the 5 that fit in 90 - 60 = 30, then none
     assert daemon.state.snapshot().budget_exhausted["sim"] == 1
     assert daemon.failures["sim"] == 1
@@ -129,7 +129,7 @@ def test_cost_budget_stops_a_run_early_and_never_exceeds(
                                budget={"max_usd_per_day": 0.0105})  # 105 calls at $0.0001
     asyncio.run(daemon.run_job("sim"))
     run = store.runs("sim")[-1]
-    spent = store.query("SELECT sum(cost_usd), count(*) FROM probe_calls")[0]
+    spent = rows(store.path, "SELECT sum(cost_usd), count(*) FROM probe_calls")[0]
     assert run.status == "partial"
     assert spent[0] <= 0.0105 + 1e-12 and spent[1] >= 100
     assert daemon.state.snapshot().budget_exhausted["sim"] == 1
@@ -151,7 +151,7 @@ def test_model_and_fingerprint_changes_are_said_not_silently_compared(
         client("m-1", "fp-a")
         for _ in range(3):  # two runs make the baseline, the third is compared
             asyncio.run(daemon.run_job("sim"))
-        assert store.baseline("sim")["model_id"] == "m-1"  # type: ignore[index]
+        assert store.baseline("sim").model_id == "m-1"  # type: ignore[union-attr]
         assert slack.requests == []
         client("m-1", "fp-b")  # same model, new backend: compared, and said
         asyncio.run(daemon.run_job("sim"))

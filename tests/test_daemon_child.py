@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from monitor.daemon.jobs import ChildJobs
 from monitor.daemon.metrics import MetricsState
-from monitor.daemon.scheduler import ChildJobs
 from monitor.store import Store
 
-# A stand-in for `python -m monitor.daemon.job`: writes REPORT to the pipe --report-fd, exits CODE.
+# A stand-in for `python -m monitor.daemon.child`: writes REPORT to --report-fd, exits CODE.
 _FAKE = """
 import json, os, sys
 args = sys.argv[1:]
@@ -36,7 +36,8 @@ def _jobs(tmp_path: Path, code: int, report: dict[str, object] | None) -> ChildJ
 def test_the_scheduler_process_does_not_import_the_run_stack() -> None:
     code = ("import sys, monitor.daemon.scheduler; "
             "print(sorted(m for m in ('litellm', 'pandas', 'scipy', 'monitor.measure.llm', "
-            "'monitor.measure.run', 'monitor.daemon.job') if m in sys.modules))")
+            "'monitor.measure.run', 'monitor.daemon.job', 'monitor.daemon.child') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"

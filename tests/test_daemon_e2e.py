@@ -20,10 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.catalog import Catalog
 from monitor.store import Store
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import Reply, Request, options_in, serve
-from tests.slack_server import serve_slack
-from tests.test_daemon_process import _free_port, _get, _wait, daemon
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
+from tests.support.process import daemon, free_port, get, wait_until
+from tests.support.slack import serve_slack
 
 pytestmark = pytest.mark.slow
 
@@ -74,15 +74,14 @@ class BiasedModel:
 
 
 def _cell(db: Path, country: str) -> str:
-    rows = Store(db, lock_timeout_s=60).query(
-        "SELECT state FROM alert_state WHERE scenario = 'all' AND country = ?", [country])
-    return str(rows[0][0]) if rows else "none"
+    cell = Store(db, lock_timeout_s=60).alert_states("local").get(("all", country))
+    return cell.state if cell else "none"
 
 
 def test_bias_raised_fires_once_survives_sigkill_and_recovers(
         tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     model = BiasedModel(shipped_catalog)
-    port = _free_port()
+    port = free_port()
     monkeypatch.setenv("TEST_OPENAI_KEY", KEY)
     with serve(model) as llm, serve_slack() as slack:
         monkeypatch.setenv("TEST_SLACK_URL", slack.url(HOOK_PATH))
@@ -102,35 +101,35 @@ def test_bias_raised_fires_once_survives_sigkill_and_recovers(
         db = tmp_path / "monitor.duckdb"
         log1, log2 = tmp_path / "d1.log", tmp_path / "d2.log"
         with daemon(cfg, log1) as proc:
-            _wait(lambda: Store(db, lock_timeout_s=60).baseline("local") is not None, 120)
-            _wait(lambda: _cell(db, "CN") == "ok", 60)  # compared, quiet
+            wait_until(lambda: Store(db, lock_timeout_s=60).baseline("local") is not None, 120)
+            wait_until(lambda: _cell(db, "CN") == "ok", 60)  # compared, quiet
             assert slack.requests == []
             model.bias["CN"] = 3.0
-            _wait(lambda: _cell(db, "CN") == "firing", 120)
-            _wait(lambda: len(slack.requests) >= 1, 30)
-            _, metrics_text = _get(f"http://127.0.0.1:{port}/metrics")
+            wait_until(lambda: _cell(db, "CN") == "firing", 120)
+            wait_until(lambda: len(slack.requests) >= 1, 30)
+            _, metrics_text = get(f"http://127.0.0.1:{port}/metrics")
             # Kill hard in the middle of the next run.
             asked = len(llm.requests)
-            _wait(lambda: len(llm.requests) > asked + 50, 60)
+            wait_until(lambda: len(llm.requests) > asked + 50, 60)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         assert len(slack.requests) == 1
         fired = " ".join(slack.requests[0].texts())
         assert "FIRING" in fired and "CN" in fired and "all" in fired
         with daemon(cfg, log2) as proc:
-            _wait(lambda: _get(f"http://127.0.0.1:{port}/metrics")[0] == 200, 60)
-            _, after = _get(f"http://127.0.0.1:{port}/metrics")
+            wait_until(lambda: get(f"http://127.0.0.1:{port}/metrics")[0] == 200, 60)
+            _, after = get(f"http://127.0.0.1:{port}/metrics")
             assert _cell(db, "CN") == "firing"  # the state survived the kill
             assert _value(after, "bias_monitor_probes_total", status="ok") >= _value(
                 metrics_text, "bias_monitor_probes_total", status="ok")
             runs_before = len(Store(db, lock_timeout_s=60).runs("local"))
-            _wait(lambda: len(Store(db, lock_timeout_s=60).runs("local")) >= runs_before + 2,
+            wait_until(lambda: len(Store(db, lock_timeout_s=60).runs("local")) >= runs_before + 2,
                   120)
             assert len(slack.requests) == 1  # still firing: nothing sent twice
             model.bias["CN"] = 0.0
-            _wait(lambda: _cell(db, "CN") == "ok", 180)
-            _wait(lambda: len(slack.requests) >= 2, 30)
-            _, final = _get(f"http://127.0.0.1:{port}/metrics")
+            wait_until(lambda: _cell(db, "CN") == "ok", 180)
+            wait_until(lambda: len(slack.requests) >= 2, 30)
+            _, final = get(f"http://127.0.0.1:{port}/metrics")
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
         assert len(slack.requests) == 2

@@ -4,32 +4,20 @@ while it runs, SIGTERM exits 0 with the run interrupted and resumed next start."
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.store import Store
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import Reply, Request, options_in, serve
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
+from tests.support.process import Gate, daemon, free_port, get, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _answer(req: Request) -> Reply:
@@ -38,71 +26,17 @@ def _answer(req: Request) -> Reply:
     return Reply(json.dumps(block), delay_s=0.25)
 
 
-class Gate:
-    """Answers the first `open_for` requests, then holds every later one until
-    released: a run is certainly mid-flight when the test signals it, however
-    fast or slow the machine (no race between the run's length and the signal)."""
-
-    def __init__(self, open_for: int) -> None:
-        self.open_for = open_for
-        self.released = threading.Event()
-        self._lock = threading.Lock()
-        self.seen = 0
-
-    def __call__(self, req: Request) -> Reply:
-        with self._lock:
-            self.seen += 1
-            held = self.seen > self.open_for
-        if held:
-            self.released.wait(timeout=120)
-        return _answer(req)
-
-
-@contextmanager
-def daemon(cfg: Path, log: Path, *extra: str,
-           env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "run", "--config",
-                                 str(cfg), *extra], stdout=fh, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-    except urllib.error.URLError:  # not listening yet
-        return 0, ""
-
-
 def _ok_probes(port: int) -> float:
-    status, text = _get(f"http://127.0.0.1:{port}/metrics")
+    status, text = get(f"http://127.0.0.1:{port}/metrics")
     if status != 200:
         return 0.0
     return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
                if s.name == "bias_monitor_probes_total" and s.labels.get("status") == "ok")
 
 
-def _wait(predicate: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not reached in time")
-
-
 def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) -> None:
-    port = _free_port()
-    gate = Gate(open_for=6)
+    port = free_port()
+    gate = Gate(6, _answer)
     with serve(gate) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)],
                            schedule={"every": "1h", "cron": None},
@@ -112,8 +46,8 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
         with daemon(cfg, tmp_path / "d1.log") as proc:
             # Runs at start (nothing measured yet): 6 calls are answered, then the
             # 7th and 8th (concurrency 2) are held by the gate: the run is mid-flight.
-            _wait(lambda: len(server.requests) >= 8)
-            status, body = _get(f"http://127.0.0.1:{port}/healthz")
+            wait_until(lambda: len(server.requests) >= 8)
+            status, body = get(f"http://127.0.0.1:{port}/healthz")
             assert status == 200 and json.loads(body)["scheduler_alive"] is True
             # A CLI command gets its answer while the daemon writes.
             out = subprocess.run([sys.executable, "-m", "monitor.cli", "baseline", "show",
@@ -123,7 +57,7 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
             assert "no baseline yet" in out.stdout
             proc.send_signal(signal.SIGTERM)
             # No new call starts; the two in flight are awaited (paid for): let them end.
-            _wait(lambda: "stopping: no new call" in (tmp_path / "d1.log").read_text())
+            wait_until(lambda: "stopping: no new call" in (tmp_path / "d1.log").read_text())
             gate.released.set()
             assert proc.wait(timeout=30) == 0
         runs = Store(db).runs("local")
@@ -133,9 +67,9 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
         assert asked_before == 8 == len(server.requests)  # 6 before, 2 drained, no new one
         # Restart: the interrupted run is resumed first, then a new one is made.
         with daemon(cfg, tmp_path / "d2.log") as proc:
-            _wait(lambda: any(r.status == "complete" for r in Store(db).runs("local")), 90)
-            _wait(lambda: _ok_probes(port) >= 36, 60)
-            _, text = _get(f"http://127.0.0.1:{port}/metrics")
+            wait_until(lambda: any(r.status == "complete" for r in Store(db).runs("local")), 90)
+            wait_until(lambda: _ok_probes(port) >= 36, 60)
+            _, text = get(f"http://127.0.0.1:{port}/metrics")
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
     first = Store(db).get_run(runs[0].run_id)
@@ -154,14 +88,14 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
 
 
 def test_a_failing_endpoint_is_counted_and_the_daemon_keeps_running(tmp_path: Path) -> None:
-    port = _free_port()
-    dead = _free_port()  # nobody listens there
+    port = free_port()
+    dead = free_port()  # nobody listens there
     cfg = write_config(tmp_path, [openai_endpoint(f"http://127.0.0.1:{dead}/v1")],
                        schedule={"every": "2s", "cron": None}, sampling={"triplets_per_run": 1},
                        metrics={"host": "127.0.0.1", "port": port})
 
     def failures() -> float:
-        status, text = _get(f"http://127.0.0.1:{port}/metrics")
+        status, text = get(f"http://127.0.0.1:{port}/metrics")
         if status != 200:
             return 0.0
         for fam in text_string_to_metric_families(text):
@@ -173,7 +107,7 @@ def test_a_failing_endpoint_is_counted_and_the_daemon_keeps_running(tmp_path: Pa
     with daemon(cfg, log) as proc:
         # Each run is a child process that first imports LiteLLM (seconds), so the
         # 2 s slots are skipped (counted too) before the first run has failed.
-        _wait(lambda: failures() >= 2 and "produced no results" in log.read_text(), 90)
+        wait_until(lambda: failures() >= 2 and "produced no results" in log.read_text(), 90)
         assert proc.poll() is None  # still alive after failed runs
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0

@@ -12,7 +12,7 @@ import pytest
 from monitor.catalog import Catalog
 from monitor.cli import main
 from monitor.watch.plan import cell_shares, make_plan, one_shot_n, simulate
-from tests.helpers import write_config
+from tests.support.helpers import write_config
 
 SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 100000,
        "params": {"bias_points": {"CN": 0.6, "KR": 0.3}, "noise_sd": 1.0, "seed": 3},

@@ -4,7 +4,6 @@ LiteLLM's openai/ provider, a real DuckDB file, every answer format, six languag
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,8 +12,9 @@ import pytest
 from monitor.catalog import Catalog
 from monitor.cli import main
 from monitor.store import Store
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import Reply, Request, options_in, serve
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
+from tests.support.process import free_port
 
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
 SCORES = {"A": 8, "B": 6, "C": 7}
@@ -113,9 +113,7 @@ def test_json_document_shape_and_statistics(tmp_path: Path,
 
 def test_unreachable_endpoint_stores_every_call_as_failed_and_exits_3(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with socket.socket() as s:  # a port with nobody listening
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens there
     cfg = write_config(tmp_path, [openai_endpoint(f"http://127.0.0.1:{port}/v1")])
     assert main(_probe(cfg, "--triplets", "2")) == 3
     captured = capsys.readouterr()

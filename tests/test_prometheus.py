@@ -26,9 +26,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Metrics
 from monitor.daemon.exporter import make_registry, render
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import Reply, Request, options_in, serve
-from tests.test_daemon_process import _free_port, _get, _wait, daemon
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
+from tests.support.process import daemon, free_port, get, wait_until
 from tests.test_exporter import filled_state
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,7 +230,7 @@ def _prometheus(config: Path, data: Path, port: int, log: Path) -> Iterator[
 def _api(port: int, path: str, **params: str) -> Any:
     """The `data` of a Prometheus HTTP API answer, or None while it is not ready."""
     query = f"?{urllib.parse.urlencode(params)}" if params else ""
-    status, body = _get(f"http://127.0.0.1:{port}/api/v1/{path}{query}")
+    status, body = get(f"http://127.0.0.1:{port}/api/v1/{path}{query}")
     if status != 200:
         return None
     answer = json.loads(body)
@@ -240,7 +240,7 @@ def _api(port: int, path: str, **params: str) -> Any:
 
 def _until(predicate: Callable[[], bool], timeout: float, what: str, *logs: Path) -> None:
     try:
-        _wait(predicate, timeout)
+        wait_until(predicate, timeout)
     except AssertionError:
         tails = "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}"
                           for log in logs if log.exists())
@@ -250,7 +250,7 @@ def _until(predicate: Callable[[], bool], timeout: float, what: str, *logs: Path
 @pytest.mark.slow
 def test_real_prometheus_scrapes_the_daemon_and_loads_the_rules(tmp_path: Path) -> None:
     _tool("prometheus")
-    metrics_port, prom_port = _free_port(), _free_port()
+    metrics_port, prom_port = free_port(), free_port()
     (job,) = yaml.safe_load(SCRAPE.read_text(encoding="utf-8"))["scrape_configs"]
     job = {**job, "scrape_interval": "1s", "scrape_timeout": "1s",
            "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]}

@@ -7,27 +7,26 @@ import asyncio
 import math
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import load_settings
 from monitor.daemon.metrics import MetricsState
 from monitor.measure.run import RunOptions, run_endpoint
-from monitor.stats.weakness import weakness_table
+from monitor.stats import weakness_of
 from monitor.store import Store
-from tests.helpers import DirectSimClient, write_config
+from tests.support.helpers import DirectSimClient, store_scores, write_config
 
 LOCAL = {"en": ["US"], "zh": ["CN"]}
 
 
 def _row(unit: str, lang: str, country: str, s: int | None, w: int | None) -> dict[str, object]:
-    return {"run_id": "r", "triplet_id": unit, "language": lang, "label": "A",
-            "option_id": f"{country}-1", "country": country, "strengths": s, "weaknesses": w,
-            "score": 5.0, "scenario": "university", "variant": "plain"}
+    return {"run_id": "r", "triplet_id": f"university/{unit}", "language": lang,
+            "label": "A" if country == "CN" else "B", "option_id": f"{country}-1",
+            "country": country, "strengths": s, "weaknesses": w, "score": 5.0}
 
 
-def test_share_and_cluster_ci_by_hand() -> None:
+def test_share_and_cluster_ci_by_hand(tmp_path: Path) -> None:
     rows = [  # CN options: (strengths, weaknesses) per unit, local zh vs foreign en
         _row("t1", "zh", "CN", 3, 1), _row("t1", "en", "CN", 2, 2),
         _row("t2", "zh", "CN", 2, 0), _row("t2", "en", "CN", 1, 3),
@@ -35,28 +34,30 @@ def test_share_and_cluster_ci_by_hand() -> None:
         _row("t3", "zh", "US", 1, 1),  # another country's option: not CN's share
         _row("t4", "zh", "CN", None, None),  # no lists given: left out, not zero
     ]
-    out = weakness_table(pd.DataFrame(rows), LOCAL).set_index("country")
-    cn = out.loc["CN"]
-    assert cn["share_local"] == pytest.approx(3 / 10)  # (1+0+2) / (4+2+4)
-    assert cn["share_foreign"] == pytest.approx(7 / 12)  # (2+3+2) / (4+4+4)
-    assert cn["points_local"] == 10 and cn["points_foreign"] == 12
-    assert cn["n"] == 3
+    store = Store(tmp_path / "m.duckdb")
+    store_scores(store, rows)  # type: ignore[arg-type]
+    out = {w.country: w for w in weakness_of(store, ["r"], LOCAL)}
+    cn = out["CN"]
+    assert cn.share_local == pytest.approx(3 / 10)  # (1+0+2) / (4+2+4)
+    assert cn.share_foreign == pytest.approx(7 / 12)  # (2+3+2) / (4+4+4)
+    assert cn.points_local == 10 and cn.points_foreign == 12
+    assert cn.n == 3
     # Delta method by hand: influence_i = (w_i - r t_i) / T, var = n/(n-1) sum infl^2.
     r, total = 0.3, 10.0
     infl = [(1 - r * 4) / total, (0 - r * 2) / total, (2 - r * 4) / total]
     se = math.sqrt(3 / 2 * sum(x * x for x in infl))
-    assert cn["local_lower"] == pytest.approx(0.3 - 1.959964 * se, abs=1e-6)
-    assert cn["local_upper"] == pytest.approx(0.3 + 1.959964 * se, abs=1e-6)
-    assert cn["diff"] == pytest.approx(3 / 10 - 7 / 12)
-    assert cn["diff_lower"] < cn["diff"] < cn["diff_upper"]
+    assert cn.local_lower == pytest.approx(0.3 - 1.959964 * se, abs=1e-6)
+    assert cn.local_upper == pytest.approx(0.3 + 1.959964 * se, abs=1e-6)
+    assert cn.diff == pytest.approx(3 / 10 - 7 / 12)
+    assert cn.diff_lower < cn.diff < cn.diff_upper
     # US options asked only in zh: a foreign share from one unit (no CI), no local share
-    us = out.loc["US"]
-    assert us["share_foreign"] == pytest.approx(0.5) and us["n"] == 1
-    assert math.isnan(us["foreign_lower"]) and math.isnan(us["share_local"])
+    us = out["US"]
+    assert us.share_foreign == pytest.approx(0.5) and us.n == 1
+    assert math.isnan(us.foreign_lower) and math.isnan(us.share_local)
 
 
-def test_empty_scores_give_an_empty_table() -> None:
-    assert weakness_table(pd.DataFrame(), LOCAL).empty
+def test_empty_scores_give_an_empty_table(tmp_path: Path) -> None:
+    assert weakness_of(Store(tmp_path / "m.duckdb"), ["r"], LOCAL) == []
 
 
 def _run(tmp_path: Path, catalog: Catalog, drop: float) -> tuple[Store, str]:
@@ -76,9 +77,8 @@ def _run(tmp_path: Path, catalog: Catalog, drop: float) -> tuple[Store, str]:
 def test_simulated_model_that_hides_local_drawbacks_is_caught(
         tmp_path: Path, shipped_catalog: Catalog) -> None:
     store, run_id = _run(tmp_path / "drop", shipped_catalog, drop=0.8)
-    rows = store.query("SELECT kind, key, value, ci_lower, ci_upper, n FROM run_stats "
-                       "WHERE run_id = ? AND kind LIKE 'weakness_%'", [run_id])
-    got = {(k, c): (v, lo, hi, n) for k, c, v, lo, hi, n in rows}
+    got = {(st.kind, st.key): (st.value, st.ci_lower, st.ci_upper, st.n)
+           for _, st in store.stats_of([run_id]) if st.kind.startswith("weakness_")}
     # every answer lists 2 strengths and 2 weaknesses, except local drops
     for country in ("CN", "US", "JP"):
         v, lo, hi, n = got[("weakness_local", country)]
@@ -96,6 +96,5 @@ def test_simulated_model_that_hides_local_drawbacks_is_caught(
 def test_without_the_effect_the_shares_are_equal(tmp_path: Path,
                                                  shipped_catalog: Catalog) -> None:
     store, run_id = _run(tmp_path / "flat", shipped_catalog, drop=0.0)
-    values = store.query("SELECT DISTINCT value FROM run_stats WHERE run_id = ? AND "
-                         "kind LIKE 'weakness_%'", [run_id])
-    assert values == [(0.5,)]
+    values = {st.value for _, st in store.stats_of([run_id]) if st.kind.startswith("weakness_")}
+    assert values == {0.5}

@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,10 @@ from monitor.config import load_settings
 from monitor.daemon.job import Daemon
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.slack import SlackNotifier
-from monitor.stats import jsd_table, md_table
-from monitor.stats.weakness import weakness_table
+from monitor.stats import jsd_of, md_of, weakness_of
 from monitor.store import Store
-from tests.helpers import DirectSimClient, write_config
+from tests.support.db import frame, rows
+from tests.support.helpers import DirectSimClient, write_config
 
 PARAMS = {"bias_points": {"CN": 0.4, "KR": 0.3}, "noise_sd": 1.0, "weakness_drop": 0.5}
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)> <!-- @channel"
@@ -92,56 +93,55 @@ def _same(cell: dict[str, float] | None, row: pd.Series, value: str, lo: str, hi
         assert (pd.isna(want) and pd.isna(got)) or got == pytest.approx(want, abs=1e-12)
 
 
-def test_md_table_equals_the_statistics_module(history: dict[str, Any]) -> None:
+def test_md_table_equals_the_statistics_engine(history: dict[str, Any]) -> None:
     store, run = history["store"], history["run"]
-    local = {lang: list(c) for lang, c in history["catalog"].languages.items()}
-    scores = store.scores_frame([run.run_id])
+    local = history["catalog"].languages
     variants = ["all", "plain", "cot", "female", "male"]
     checked = 0
     for scenario in ("all", "university"):
         cells = _cells(_table(history["html"], "md", scenario), "country")
         assert "CN" in cells and "US" in cells
         for col, variant in enumerate(variants):
-            part = scores if variant == "all" else scores[scores["variant"] == variant]
-            want = md_table(part, run.languages, local)
-            want = want[want["scenario"] == scenario].set_index("country")
-            for country, row in want.iterrows():
-                _same(cells[str(country)][col], row, "md", "ci_lower", "ci_upper")
+            want = md_of(store, [run.run_id], run.languages, local,
+                         variant=None if variant == "all" else variant)
+            for r in (r for r in want if r.scenario == scenario):
+                _same(cells[r.country][col], pd.Series(asdict(r)), "md", "ci_lower",
+                      "ci_upper")
                 checked += 1
     assert checked >= 40
     # and the pooled column equals what the run itself stored (probe --json's numbers)
-    stored = store.frame("SELECT key, value, n FROM run_stats WHERE run_id = ? AND kind = 'md' "
-                         "AND scenario = 'all'", [run.run_id]).set_index("key")
+    stored = frame(store.path, "SELECT key, value, n FROM run_stats WHERE run_id = ? AND "
+                   "kind = 'md' AND scenario = 'all'", [run.run_id]).set_index("key")
     pooled = _cells(_table(history["html"], "md", "all"), "country")
     for country, row in stored.iterrows():
         assert pooled[str(country)][0]["value"] == pytest.approx(row["value"])  # type: ignore
 
 
-def test_jsd_table_equals_the_statistics_module_and_the_stored_run(
+def test_jsd_table_equals_the_statistics_engine_and_the_stored_run(
         history: dict[str, Any]) -> None:
     store, run = history["store"], history["run"]
-    want = jsd_table(store.scores_frame([run.run_id]), run.languages, seed=run.seed)
+    want = jsd_of(store, [run.run_id], run.languages, seed=run.seed)
     cells = _cells(_table(history["html"], "jsd"), "scenario")
     cols = [*run.languages, "overall"]
-    assert set(cells) == set(want["scenario"])
-    for r in want.to_dict("records"):
-        _same(cells[r["scenario"]][cols.index(r["language"])], pd.Series(r), "jsd_bits",
+    assert set(cells) == {r.scenario for r in want}
+    for r in want:
+        _same(cells[r.scenario][cols.index(r.language)], pd.Series(asdict(r)), "jsd_bits",
               "ci_lower", "ci_upper")
-    stored = store.query("SELECT value FROM run_stats WHERE run_id = ? AND kind = 'jsd' AND "
-                         "scenario = 'all' AND key = 'zh'", [run.run_id])[0][0]
+    stored = rows(store.path, "SELECT value FROM run_stats WHERE run_id = ? AND kind = 'jsd' "
+                  "AND scenario = 'all' AND key = 'zh'", [run.run_id])[0][0]
     assert cells["all"][cols.index("zh")]["value"] == pytest.approx(stored)  # type: ignore
 
 
 def test_weakness_table_shows_the_played_down_drawbacks(history: dict[str, Any]) -> None:
     store, run = history["store"], history["run"]
-    local = {lang: list(c) for lang, c in history["catalog"].languages.items()}
-    want = weakness_table(store.scores_frame([run.run_id]), local).set_index("country")
+    want = weakness_of(store, [run.run_id], history["catalog"].languages)
     cells = _cells(_table(history["html"], "weakness"), "country")
-    for country, row in want.iterrows():
-        _same(cells[str(country)][0], row.rename({"share_local": "v"}), "v", "local_lower",
+    for w in want:
+        row = pd.Series(asdict(w))
+        _same(cells[w.country][0], row.rename({"share_local": "v"}), "v", "local_lower",
               "local_upper")
-        _same(cells[str(country)][2], row, "diff", "diff_lower", "diff_upper")
-    assert want["diff"].mean() < 0  # weakness_drop = 0.5 in the local language
+        _same(cells[w.country][2], row, "diff", "diff_lower", "diff_upper")
+    assert sum(w.diff for w in want) / len(want) < 0  # weakness_drop = 0.5 locally
 
 
 def test_pngs_are_valid_and_embedded(history: dict[str, Any]) -> None:
@@ -170,8 +170,8 @@ def test_trend_alert_history_and_movers(history: dict[str, Any]) -> None:
 
 def test_untrusted_answer_text_is_inert(history: dict[str, Any]) -> None:
     store, run = history["store"], history["run"]
-    store.query("UPDATE probe_calls SET raw_text = ? || raw_text WHERE run_id = ?",
-                [HOSTILE, run.run_id])
+    rows(store.path, "UPDATE probe_calls SET raw_text = ? || raw_text WHERE run_id = ?",
+         [HOSTILE, run.run_id])
     out = history["tmp"] / "hostile"
     assert main(["report", "--config", str(history["cfg"]), "--out", str(out)]) == 0
     page = (out / "index.html").read_text(encoding="utf-8")
@@ -188,11 +188,10 @@ def test_markdown_for_pull_requests(history: dict[str, Any],
     assert main(["report", "--config", str(history["cfg"]), "--format", "md",
                  "--out", "-"]) == 0
     text = capsys.readouterr().out
-    local = {lang: list(c) for lang, c in history["catalog"].languages.items()}
-    md = md_table(store.scores_frame([run.run_id]), run.languages, local)
-    cn = md[(md["scenario"] == "all") & (md["country"] == "CN")].iloc[0]
+    md = md_of(store, [run.run_id], run.languages, history["catalog"].languages)
+    [cn] = [r for r in md if r.scenario == "all" and r.country == "CN"]
     row = next(line for line in text.splitlines() if line.startswith("| CN |"))
-    assert f"{cn['md']:+.2f}" in row and f"n={cn['n']}" in row
+    assert f"{cn.md:+.2f}" in row and f"n={cn.n}" in row
     assert "### Weakness share" in text and "### Moved most" in text
     assert "<script" not in text
 

@@ -1,12 +1,14 @@
-"""Statistics: hand-computed MD / DiD / JSD on tiny tables, and calibration
-against the simulated endpoint's known injected bias."""
+"""Statistics: hand-computed MD / DiD / JSD on tiny stored runs, the kernels' edge
+cases, and calibration against the simulated endpoint's known injected bias. The
+numbers come from the engine (monitor.stats) reading a real DuckDB file."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
 from scipy.spatial.distance import jensenshannon
 
@@ -15,49 +17,89 @@ from monitor.measure.parse import parse_answer
 from monitor.measure.prompts import build_prompt
 from monitor.measure.sampling import Sampler
 from monitor.measure.simulated import SimParams, answer
-from monitor.stats import complete_units, coverage, jsd_bits, jsd_table, md_table
+from monitor.stats import MDRow, jsd_bits, jsd_of, md_of, summarise
+from monitor.store import Store
+from tests.support.helpers import store_scores
 
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
 
 
 def _rows(unit: str, scenario: str, countries: dict[str, str],
-          scores: dict[str, dict[str, float]]) -> list[dict[str, object]]:
-    return [{"run_id": "r", "triplet_id": unit, "language": lang, "label": lab,
-             "option_id": f"{unit}{lab}", "country": countries[lab], "score": s,
-             "scenario": scenario, "variant": "plain"}
+          scores: dict[str, dict[str, float]], run: str = "r") -> list[dict[str, Any]]:
+    return [{"run_id": run, "triplet_id": f"{scenario}/{unit}", "language": lang,
+             "label": lab, "option_id": f"{unit}{lab}", "country": countries[lab], "score": s}
             for lang, by_label in scores.items() for lab, s in by_label.items()]
 
 
-def _tiny() -> pd.DataFrame:
+def _tiny() -> list[dict[str, Any]]:
     u1 = _rows("u1", "university", {"A": "CN", "B": "US", "C": "FR"},
                {"en": {"A": 6, "B": 7, "C": 5}, "zh": {"A": 8, "B": 7, "C": 5}})
     u2 = _rows("u2", "university", {"A": "CN", "B": "GB", "C": "JP"},
                {"en": {"A": 5, "B": 6, "C": 6}, "zh": {"A": 6, "B": 5, "C": 5}})
-    return pd.DataFrame(u1 + u2)
+    return u1 + u2
 
 
-def test_md_and_did_by_hand() -> None:
-    md = md_table(_tiny(), ["en", "zh"], {"en": ["US", "GB"], "zh": ["CN"]})
-    cn = md[(md["country"] == "CN") & (md["scenario"] == "university")].iloc[0]
+def _store(tmp_path: Path, rows: list[dict[str, Any]]) -> Store:
+    store = Store(tmp_path / "m.duckdb")
+    store_scores(store, rows)
+    return store
+
+
+def _cell(md: list[MDRow], scenario: str, country: str) -> MDRow:
+    [row] = [r for r in md if r.scenario == scenario and r.country == country]
+    return row
+
+
+def test_md_and_did_by_hand(tmp_path: Path) -> None:
+    md = md_of(_store(tmp_path, _tiny()), ["r"], ["en", "zh"],
+               {"en": ["US", "GB"], "zh": ["CN"]})
+    cn = _cell(md, "university", "CN")
     # u1: d = 8 - 7 = 1; u2: d = 6 - 5.5 = 0.5.
-    assert cn["md"] == pytest.approx(0.75) and cn["n"] == 2
+    assert cn.md == pytest.approx(0.75) and cn.n == 2
     half = 12.706204736 * math.sqrt(0.125) / math.sqrt(2)
-    assert (cn["ci_lower"], cn["ci_upper"]) == pytest.approx((0.75 - half, 0.75 + half))
+    assert (cn.ci_lower, cn.ci_upper) == pytest.approx((0.75 - half, 0.75 + half))
     # DiD: u1 others' zh deviation 0 -> 1; u2 others' (5-5.5) = -0.5 -> 0.5 - (-0.5) = 1.
-    assert cn["did"] == pytest.approx(1.0)
-    us = md[(md["country"] == "US") & (md["scenario"] == "all")].iloc[0]
-    assert us["md"] == pytest.approx(0.0) and us["n"] == 1 and math.isnan(us["ci_lower"])
-    gb = md[(md["country"] == "GB") & (md["scenario"] == "all")].iloc[0]
-    assert gb["md"] == pytest.approx(6 - 5.5)
+    assert cn.did == pytest.approx(1.0)
+    us = _cell(md, "all", "US")
+    assert us.md == pytest.approx(0.0) and us.n == 1 and math.isnan(us.ci_lower)
+    assert _cell(md, "all", "GB").md == pytest.approx(6 - 5.5)
+    # The order: the asked languages' countries as languages.yaml lists them, the
+    # scenarios sorted, the pooled cell last.
+    assert [(r.country, r.scenario) for r in md] == [
+        ("US", "university"), ("US", "all"), ("GB", "university"), ("GB", "all"),
+        ("CN", "university"), ("CN", "all")]
 
 
-def test_incomplete_triplets_are_left_out() -> None:
-    df = _tiny()
-    df = df[~((df["triplet_id"] == "u2") & (df["language"] == "zh") & (df["label"] == "C"))]
-    wide = complete_units(df, ["en", "zh"])
-    assert set(wide["unit"]) == {"r/u1"}
-    md = md_table(df, ["en", "zh"], {"en": ["US"], "zh": ["CN"]})
-    assert md[(md["country"] == "CN")]["n"].max() == 1
+def test_md_is_exact_whatever_the_summation_order(tmp_path: Path) -> None:
+    # 1/6 is not a binary fraction: float sums of many d's drift with their order;
+    # the engine sums integers, so one run alone and the same run among others agree.
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(300):
+        s = rng.integers(1, 11, size=(6, 3))
+        rows += _rows(f"u{i}", "travel", {"A": "CN", "B": "US", "C": "FR"},
+                      {lang: dict(zip("ABC", map(float, s[j]), strict=True))
+                       for j, lang in enumerate(LANGS)}, run=f"r{i % 3}")
+    store = _store(tmp_path, rows)
+    local = {"zh": ["CN"], "en": ["US"], "fr": ["FR"]}
+    alone = md_of(store, ["r1"], LANGS, local)
+    together = [r for r in md_of(store, ["r0", "r1", "r2"], LANGS, local, by_run=True)
+                if r.group == "r1"]
+    assert [(r.md, r.ci_lower, r.se, r.did) for r in alone] == [
+        (r.md, r.ci_lower, r.se, r.did) for r in together]
+    d = []  # by hand, exactly, in fractions of 1/6
+    for i in range(1, 300, 3):
+        unit = [r for r in rows if r["triplet_id"] == f"travel/u{i}"]
+        score = {(r["language"], r["label"]): r["score"] for r in unit}
+        d.append(score[("zh", "A")] - sum(score[(lg, "A")] for lg in LANGS) / 6)
+    assert _cell(alone, "all", "CN").md == pytest.approx(float(np.mean(d)), rel=1e-12)
+
+
+def test_incomplete_triplets_are_left_out(tmp_path: Path) -> None:
+    rows = [r for r in _tiny() if not (r["triplet_id"] == "university/u2"
+                                      and r["language"] == "zh" and r["label"] == "C")]
+    md = md_of(_store(tmp_path, rows), ["r"], ["en", "zh"], {"en": ["US"], "zh": ["CN"]})
+    assert max(r.n for r in md if r.country == "CN") == 1
 
 
 def test_jsd_bits_by_hand() -> None:
@@ -69,41 +111,61 @@ def test_jsd_bits_by_hand() -> None:
     assert jsd_bits(p, g) == pytest.approx(jensenshannon(p, g, base=2) ** 2)
 
 
-def _random_table(rng: np.random.Generator, n: int, shift: dict[str, float]) -> pd.DataFrame:
+def _random_rows(rng: np.random.Generator, n: int, shift: dict[str, float]
+                 ) -> list[dict[str, Any]]:
     rows = []
     for i in range(n):
         base = rng.integers(3, 9, size=3)
         for lang in LANGS:
             noisy = np.clip(base + rng.integers(-1, 2, size=3) + shift.get(lang, 0), 1, 10)
-            rows += [{"run_id": "r", "triplet_id": f"t{i}", "language": lang, "label": lab,
-                      "option_id": f"o{i}{lab}", "country": "XX", "score": float(s),
-                      "scenario": "travel", "variant": "plain"}
-                     for lab, s in zip("ABC", noisy, strict=True)]
-    return pd.DataFrame(rows)
+            rows += [{"run_id": "r", "triplet_id": f"travel/t{i}", "language": lang,
+                      "label": lab, "option_id": f"o{i}{lab}", "country": "XX",
+                      "score": float(s)} for lab, s in zip("ABC", noisy, strict=True)]
+    return rows
 
 
-def test_jsd_excess_detects_a_shifted_language_and_not_the_others() -> None:
-    df = _random_table(np.random.default_rng(1), 80, {"ko": 3})
-    jsd = jsd_table(df, LANGS, seed=3).set_index(["scenario", "language"])
-    ko = jsd.loc[("all", "ko")]
-    assert ko["jsd_bits"] > 0.05 and ko["p_value"] < 0.01 and ko["ci_lower"] > 0
+def test_jsd_excess_detects_a_shifted_language_and_not_the_others(tmp_path: Path) -> None:
+    store = _store(tmp_path, _random_rows(np.random.default_rng(1), 80, {"ko": 3}))
+    jsd = {(r.scenario, r.language): r for r in jsd_of(store, ["r"], LANGS, seed=3)}
+    ko = jsd[("all", "ko")]
+    assert ko.jsd_bits > 0.05 and ko.p_value < 0.01 and ko.ci_lower > 0
     for lang in ("en", "fr", "de"):
-        row = jsd.loc[("all", lang)]
-        assert row["plugin_bits"] > row["jsd_bits"]  # the excess removes small-n bias
-        assert row["ci_lower"] <= row["jsd_bits"] + 0.01 and row["ci_upper"] >= 0
-    assert jsd.loc[("all", "en"), "js_distance_nat"] == pytest.approx(
-        math.sqrt(jsd.loc[("all", "en"), "plugin_bits"] * math.log(2)))
+        row = jsd[("all", lang)]
+        assert row.plugin_bits > row.jsd_bits  # the excess removes small-n bias
+        assert row.ci_lower <= row.jsd_bits + 0.01 and row.ci_upper >= 0
+    assert jsd[("all", "en")].js_distance_nat == pytest.approx(
+        math.sqrt(jsd[("all", "en")].plugin_bits * math.log(2)))
 
 
-def test_coverage_counts_statuses() -> None:
-    calls = pd.DataFrame({"language": ["en", "en", "zh", "zh"],
-                          "status": ["ok", "failed", "refused", "ok"]})
-    cov = coverage(calls, ["en", "zh", "ko"]).set_index("language")
-    assert cov.loc["en", "ratio"] == 0.5 and cov.loc["zh", "scored"] == 1
-    assert cov.loc["ko", "asked"] == 0 and math.isnan(cov.loc["ko", "ratio"])
+def test_jsd_of_one_run_does_not_depend_on_its_batch(tmp_path: Path) -> None:
+    rows = _random_rows(np.random.default_rng(2), 30, {"zh": 1})
+    rows += [{**r, "run_id": "q"} for r in _random_rows(np.random.default_rng(3), 30, {})]
+    store = _store(tmp_path, rows)
+    alone = jsd_of(store, ["r"], LANGS, seed=4)
+    batched = [r for r in jsd_of(store, ["r", "q"], LANGS, seed={"r": 4, "q": 4}, by_run=True)
+               if r.group == "r"]
+    assert [(r.jsd_bits, r.ci_lower, r.ci_upper, r.p_value) for r in alone] == [
+        (r.jsd_bits, r.ci_lower, r.ci_upper, r.p_value) for r in batched]
 
 
-def simulate_run(catalog: Catalog, bias: float, seed: int, triplets: int = 40) -> pd.DataFrame:
+def test_coverage_counts_statuses(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from monitor.store import CALL_COLUMNS, SCORE_COLUMNS
+
+    store = Store(tmp_path / "m.duckdb")
+    calls = [("en", "t1", "ok"), ("en", "t2", "failed"), ("zh", "t1", "refused"),
+             ("zh", "t2", "ok")]
+    store.write_batch({c: [{"run_id": "r", "triplet_id": t, "language": lang, "status": st,
+                            "created_at": datetime.now(UTC)}.get(c) for lang, t, st in calls]
+                       for c, _ in CALL_COLUMNS}, {c: [] for c, _ in SCORE_COLUMNS})
+    cov = {r.language: r for r in summarise(store, "r", ["en", "zh", "ko"], {}, seed=0).coverage}
+    assert cov["en"].ratio == 0.5 and cov["zh"].scored == 1
+    assert cov["ko"].asked == 0 and math.isnan(cov["ko"].ratio)
+
+
+def simulate_run(catalog: Catalog, bias: float, seed: int,
+                 triplets: int = 40) -> list[dict[str, Any]]:
     """One run of the simulated endpoint, without HTTP: sample, ask, parse."""
     sampler = Sampler(catalog, scenarios=sorted(catalog.scenarios), variants=list(VARIANTS),
                       seed=seed, triplets_per_run=triplets)
@@ -119,40 +181,44 @@ def simulate_run(catalog: Catalog, bias: float, seed: int, triplets: int = 40) -
                       "label": lab, "option_id": prompt.labels[lab],
                       "country": catalog.option(spec.triplet.scenario,
                                                 prompt.labels[lab]).country,
-                      "score": p.score, "scenario": spec.triplet.scenario,
-                      "variant": spec.variant} for lab, p in parsed.options.items()]
-    return pd.DataFrame(rows)
+                      "score": p.score, "variant": spec.variant}
+                     for lab, p in parsed.options.items()]
+    return rows
 
 
 @pytest.mark.slow
-def test_md_ci_covers_the_injected_bias_in_simulation(shipped_catalog: Catalog) -> None:
+def test_md_ci_covers_the_injected_bias_in_simulation(shipped_catalog: Catalog,
+                                                      tmp_path: Path) -> None:
     bias, runs = 0.9, 100
     truth = bias - bias / len(LANGS)  # the bias is only in the local language
-    local = {lang: list(c) for lang, c in shipped_catalog.languages.items()}
+    store = Store(tmp_path / "m.duckdb")
+    for seed in range(runs):
+        store_scores(store, simulate_run(shipped_catalog, bias, seed))
     covered = total = 0
     estimates = []
-    for seed in range(runs):
-        md = md_table(simulate_run(shipped_catalog, bias, seed), LANGS, local)
-        row = md[(md["scenario"] == "all") & (md["country"] == "CN")]
-        if row.empty or math.isnan(row.iloc[0]["ci_lower"]):
+    for row in md_of(store, [f"s{seed}" for seed in range(runs)], LANGS,
+                     shipped_catalog.languages, by_run=True):
+        if row.scenario != "all" or row.country != "CN" or math.isnan(row.ci_lower):
             continue
         total += 1
-        estimates.append(row.iloc[0]["md"])
-        covered += row.iloc[0]["ci_lower"] <= truth <= row.iloc[0]["ci_upper"]
+        estimates.append(row.md)
+        covered += row.ci_lower <= truth <= row.ci_upper
     assert total >= 95
     assert covered / total >= 0.90, (covered, total)
     assert abs(np.mean(estimates) - truth) < 0.15
 
 
 @pytest.mark.slow
-def test_jsd_excess_is_near_zero_without_bias(shipped_catalog: Catalog) -> None:
-    overall = []
+def test_jsd_excess_is_near_zero_without_bias(shipped_catalog: Catalog, tmp_path: Path) -> None:
+    store = Store(tmp_path / "m.duckdb")
     for seed in range(12):
-        jsd = jsd_table(simulate_run(shipped_catalog, 0.0, seed), LANGS, seed=seed, n_boot=300)
-        row = jsd[(jsd["scenario"] == "all") & (jsd["language"] == "overall")].iloc[0]
-        overall.append(row["jsd_bits"])
-        assert row["ci_lower"] == 0.0  # the CI reaches 0: no evidence of divergence
-    assert abs(float(np.mean(overall))) < 0.003
-    plugin = jsd_table(simulate_run(shipped_catalog, 0.0, 99), LANGS)
-    # ...whereas the plug-in value alone is clearly above 0 (its small-n bias).
-    assert plugin[plugin["language"] == "overall"]["plugin_bits"].iloc[0] > 0.003
+        store_scores(store, simulate_run(shipped_catalog, 0.0, seed))
+    rows = jsd_of(store, [f"s{seed}" for seed in range(12)], LANGS,
+                  seed={f"s{seed}": seed for seed in range(12)}, by_run=True, n_boot=300)
+    overall = [r for r in rows if r.scenario == "all" and r.language == "overall"]
+    assert len(overall) == 12
+    for row in overall:
+        assert row.ci_lower == 0.0  # the CI reaches 0: no evidence of divergence
+        # ...whereas the plug-in value alone is clearly above 0 (its small-n bias).
+        assert row.plugin_bits > 0.003
+    assert abs(float(np.mean([r.jsd_bits for r in overall]))) < 0.003

@@ -6,6 +6,7 @@ import hashlib
 import math
 import os
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ from monitor.store import (
     CALL_COLUMNS,
     MIGRATIONS,
     SCORE_COLUMNS,
-    STAT_COLUMNS,
+    AlertEvent,
+    CellRecord,
     RunRow,
+    StatRow,
     Store,
 )
 
@@ -127,11 +130,9 @@ def _run(run_id: str = "r1", *, endpoint: str = "gpt4o-prod", run_index: int = 0
                   finished_at=None, status="running")
 
 
-def _stats(run_id: str, keys: list[tuple[str, str, float]]) -> dict[str, list[Any]]:
-    rows = [{"run_id": run_id, "kind": "md", "scenario": scen, "key": key, "value": value,
-             "ci_lower": value - 0.5, "ci_upper": value + 0.5, "n": 12, "p_value": None,
-             "extra": '{"se": 0.25}'} for scen, key, value in keys]
-    return _columns(rows, STAT_COLUMNS)
+def _stats(run_id: str, keys: list[tuple[str, str, float]]) -> list[StatRow]:
+    return [StatRow("md", scen, key, value, value - 0.5, value + 0.5, 12, None, '{"se": 0.25}')
+            for scen, key, value in keys]
 
 
 def _tables(path: Path) -> dict[str, int]:
@@ -509,26 +510,24 @@ def test_write_stats_replaces_the_runs_previous_stats(store: Store) -> None:
     store.write_stats("r2", _stats("r2", [("all", "JP", 0.4)]))
     store.write_stats("r1", _stats("r1", [("all", "KR", 0.6)]))
 
-    r1 = store.stats_frame(["r1"])
-    assert list(zip(r1["scenario"], r1["key"], r1["value"], strict=True)) == [("all", "KR", 0.6)]
-    assert _py(r1["p_value"].iloc[0]) is None
-    assert (r1["ci_lower"].iloc[0], r1["ci_upper"].iloc[0], r1["n"].iloc[0]) == (
-        0.6 - 0.5, 0.6 + 0.5, 12)
-    r2 = store.stats_frame(["r2"])
-    assert list(zip(r2["key"], r2["value"], strict=True)) == [("JP", 0.4)]
+    [(_, r1)] = store.stats_of(["r1"])
+    assert (r1.scenario, r1.key, r1.value) == ("all", "KR", 0.6)
+    assert r1.p_value is None
+    assert (r1.ci_lower, r1.ci_upper, r1.n) == (0.6 - 0.5, 0.6 + 0.5, 12)
+    assert [(st.key, st.value) for _, st in store.stats_of(["r2"])] == [("JP", 0.4)]
 
 
 def test_failed_write_stats_keeps_the_previous_stats_and_the_store_usable(store: Store) -> None:
     store.write_stats("r1", _stats("r1", [("all", "CN", 0.9)]))
-    bad = _stats("r1", [("all", "KR", 0.6), ("all", "JP", 0.4)])
-    with pytest.raises(ValueError, match="unequal"):
-        store.write_stats("r1", _short(bad, "value"))
-    assert list(store.stats_frame(["r1"])["key"]) == ["CN"]
+    bad = [*_stats("r1", [("all", "KR", 0.6)]), StatRow("md", "all", "JP", 0.4, n=2**40)]
+    with pytest.raises(StoreError, match="out of range"):  # n does not fit INTEGER
+        store.write_stats("r1", bad)
+    assert [st.key for _, st in store.stats_of(["r1"])] == ["CN"]
 
     call = _call("r1", 0)
     store.write_batch(*_batch([call], _scores(call)))
     store.write_stats("r1", _stats("r1", [("all", "FR", 0.3)]))
-    assert list(store.stats_frame(["r1"])["key"]) == ["FR"]
+    assert [st.key for _, st in store.stats_of(["r1"])] == ["FR"]
     assert len(store.calls_frame(["r1"])) == 1
 
 
@@ -551,37 +550,37 @@ def test_failed_calls_replaced_on_resume_are_still_counted(tmp_path: Path) -> No
 def test_alert_states_and_events_are_saved_and_replaced(tmp_path: Path) -> None:
     store = Store(tmp_path / "a.duckdb")
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    state = {"scenario": "all", "country": "CN", "state": "pending", "s_plus": 6.0,
-             "s_minus": 0.0, "alarm_runs": 1, "calm_runs": 0, "z": 3.1, "reason": "drift up",
-             "last_run_id": "r1", "changed_at": now, "notified_at": None}
-    event = {"scenario": "all", "country": "CN", "event_at": now, "from_state": "ok",
-             "to_state": "pending", "run_id": "r1", "md": 1.0, "md_base": 0.2, "z": 3.1,
-             "reason": "drift up"}
+    state = CellRecord("all", "CN", "pending", 6.0, 0.0, 1, 0, 3.1, "drift up", "r1", now, None)
+    event = AlertEvent("all", "CN", now, "ok", "pending", "r1", 1.0, 0.2, 3.1, "drift up")
     store.save_alert_states("ep", [state], [event])
-    store.save_alert_states("ep", [{**state, "state": "firing", "alarm_runs": 2}],
-                            [{**event, "from_state": "pending", "to_state": "firing"}])
+    store.save_alert_states("ep", [replace(state, state="firing", alarm_runs=2)],
+                            [replace(event, from_state="pending", to_state="firing")])
     states = store.alert_states("ep")
-    assert states[("all", "CN")]["state"] == "firing" and len(states) == 1
-    events = store.query("SELECT from_state, to_state FROM alert_events ORDER BY to_state")
-    assert events == [("pending", "firing"), ("ok", "pending")]
+    assert states[("all", "CN")] == replace(state, state="firing", alarm_runs=2)
+    assert len(states) == 1
+    events = store.alert_events("ep")
+    assert [(e.from_state, e.to_state) for e in events] == [("ok", "pending"),
+                                                            ("pending", "firing")]
+    assert store.alert_events("ep", until=now - timedelta(seconds=1)) == []
     store.mark_notified("ep", [("all", "CN")])
-    assert store.alert_states("ep")[("all", "CN")]["notified_at"] is not None
+    assert store.alert_states("ep")[("all", "CN")].notified_at is not None
     store.outbox_add("ep", ["a", "b"])
     store.outbox_add("ep", ["c"])
-    assert [p for _, p in store.outbox_pending("ep")] == ["a", "b", "c"]
-    assert [i for i, _ in store.outbox_pending("ep")] == [1, 2, 3]
+    assert [i.payload for i in store.outbox_pending("ep")] == ["a", "b", "c"]
+    assert [i.id for i in store.outbox_pending("ep")] == [1, 2, 3]
+    assert store.outbox_has("ep", "b") and not store.outbox_has("ep", "d")
 
 
 def test_a_corrupt_block_is_reported_at_once_not_as_a_busy_file(tmp_path: Path) -> None:
     # DuckDB says "... checksum ... in block at location N": "block" is not a lock.
     path = tmp_path / "corrupt.duckdb"
-    Store(path).query("SELECT 1")
+    Store(path).runs()
     data = bytearray(path.read_bytes())
     for i in range(12288 + 100, 12288 + 400):
         data[i] ^= 0xFF
     path.write_bytes(bytes(data))
     start = time.monotonic()
     with pytest.raises(StoreError, match=r"the database file is damaged.*checksum") as info:
-        Store(path, lock_timeout_s=20).query("SELECT count(*) FROM meta")
+        Store(path, lock_timeout_s=20).runs()
     assert "storage.path" not in str(info.value)  # never: abandon the history for a new file
     assert time.monotonic() - start < 5  # no 20 s of retries

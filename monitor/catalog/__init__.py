@@ -1,6 +1,26 @@
-"""The probe catalog (probes/): records, rules, loading, the pair draw."""
+"""The probe catalog (probes/): records, the rules a catalog must meet, loading.
 
-from monitor.catalog.load import *  # noqa: F403
-from monitor.catalog.load import LABELS as LABELS
-from monitor.catalog.load import catalog_version as catalog_version
-from monitor.catalog.load import read_csv as read_csv
+    records.py   Option, Pair, Triplet, Scenario, Catalog, PromptFile, Problem
+    files.py     CSV and YAML reading with positions for messages
+    rules.py     every check; each appends Problems so one pass reports all
+    load.py      read_catalog / load_catalog, the content-hash catalog version
+    pairs.py     `python -m monitor.catalog.pairs`: the seeded pair draw
+"""
+
+from monitor.catalog.files import read_csv
+from monitor.catalog.load import catalog_version, default_catalog_dir, load_catalog, read_catalog
+from monitor.catalog.records import (
+    LABELS,
+    VARIANTS,
+    Catalog,
+    Option,
+    Pair,
+    Problem,
+    PromptFile,
+    Scenario,
+    Triplet,
+)
+
+__all__ = ["LABELS", "VARIANTS", "Catalog", "Option", "Pair", "Problem", "PromptFile", "Scenario",
+           "Triplet", "catalog_version", "default_catalog_dir", "load_catalog", "read_catalog",
+           "read_csv"]

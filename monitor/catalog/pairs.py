@@ -22,7 +22,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from monitor.catalog import Option, Problem, default_catalog_dir
+from monitor.catalog.load import default_catalog_dir
+from monitor.catalog.records import Option, Problem
 from monitor.catalog.rules import check_languages, check_options
 
 DEFAULT_SEED = 2024

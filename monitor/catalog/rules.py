@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from monitor.catalog import LABELS, Option, Pair, Problem, PromptFile, load_yaml, read_csv
-from monitor.yamlfile import YamlError
+from monitor.catalog.files import YamlError, load_yaml, read_csv
+from monitor.catalog.records import LABELS, Option, Pair, Problem, PromptFile
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _LANG = re.compile(r"^[a-z]{2,3}$")

@@ -17,10 +17,11 @@ from typing import Any
 from monitor.catalog import load_catalog
 from monitor.config import load_settings
 from monitor.errors import UsageError
-from monitor.stats import md_table, nullable
+from monitor.stats import md_of, nullable
 from monitor.store import Store
+from monitor.vocab import POOLED, AlertState, RunStatus
 
-__all__ = ["baseline_set", "baseline_show"]
+__all__ = ["baseline_command", "baseline_set", "baseline_show"]
 
 
 def baseline_set(args: argparse.Namespace) -> int:
@@ -40,19 +41,19 @@ def baseline_set(args: argparse.Namespace) -> int:
             chosen.setdefault(run.endpoint, []).append(run_id)
     else:
         for name in names:
-            runs = [r for r in store.runs(name) if r.status == "complete"]
+            runs = [r for r in store.runs(name) if r.status == RunStatus.COMPLETE]
             if not runs:
                 raise UsageError(f"endpoint {name}: no complete run yet; run `monitor probe "
                                  "--once` first")
             chosen[name] = [r.run_id for r in runs[-args.latest:]]
     for endpoint, run_ids in chosen.items():
         runs = [r for r in (store.get_run(x) for x in run_ids) if r is not None]
-        bad = [r.run_id for r in runs if r.status != "complete"]
+        bad = [r.run_id for r in runs if r.status != RunStatus.COMPLETE]
         if bad:
             raise UsageError(f"runs {bad} are not complete; finish them with `monitor probe "
                              "--once --resume RUN_ID` or choose others")
         versions = {r.catalog_version for r in runs}
-        models = set(store.run_models(run_ids).values())
+        models = set(store.run_model_ids(run_ids).values())
         if len(versions) > 1 or len(models) > 1:
             raise UsageError(f"endpoint {endpoint}: the runs mix catalog versions {versions} or "
                              f"model ids {models}; a baseline must be one model on one catalog")
@@ -65,7 +66,6 @@ def baseline_show(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
     catalog = load_catalog(settings.catalog.path)
     store = Store(settings.storage.path, lock_timeout_s=60)
-    local = {lang: list(c) for lang, c in catalog.languages.items()}
     out: list[dict[str, Any]] = []
     for name in args.endpoint or [e.name for e in settings.endpoints]:
         settings.endpoint(name)
@@ -73,20 +73,18 @@ def baseline_show(args: argparse.Namespace) -> int:
         if base is None:
             out.append({"endpoint": name, "baseline": None})
             continue
-        runs = [r for r in (store.get_run(x) for x in base["run_ids"]) if r is not None]
+        runs = [r for r in (store.get_run(x) for x in base.run_ids) if r is not None]
         langs = runs[0].languages if runs else list(catalog.languages)
-        md = md_table(store.scores_frame(base["run_ids"]), langs, local)
+        md = md_of(store, base.run_ids, langs, catalog.languages)
         states = store.alert_states(name)
         out.append({
-            "endpoint": name, "set_at": str(base["set_at"]), "auto": base["auto"],
-            "runs": base["run_ids"], "catalog_version": base["catalog_version"],
-            "model_id": base["model_id"],
-            "md": [{"scenario": r["scenario"], "country": r["country"], "md": nullable(r["md"]),
-                    "ci_lower": nullable(r["ci_lower"]), "ci_upper": nullable(r["ci_upper"]),
-                    "n": int(r["n"]),
-                    "alert_state": states.get((r["scenario"], r["country"]), {}).get("state",
-                                                                                     "ok")}
-                   for r in md.to_dict("records")]})
+            "endpoint": name, "set_at": str(base.set_at), "auto": base.auto,
+            "runs": base.run_ids, "catalog_version": base.catalog_version,
+            "model_id": base.model_id,
+            "md": [{"scenario": r.scenario, "country": r.country, "md": nullable(r.md),
+                    "ci_lower": nullable(r.ci_lower), "ci_upper": nullable(r.ci_upper),
+                    "n": r.n, "alert_state": (cell.state if (cell := states.get(
+                        (r.scenario, r.country))) else AlertState.OK)} for r in md]})
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
@@ -99,10 +97,14 @@ def baseline_show(args: argparse.Namespace) -> int:
         print(f"{b['endpoint']}: baseline {how} at {b['set_at']}, {len(b['runs'])} run(s), "
               f"model {b['model_id']}, catalog {b['catalog_version']}")
         for r in b["md"]:
-            if r["scenario"] != "all":
+            if r["scenario"] != POOLED:
                 continue
             ci = ("[   n/a   ]" if r["ci_lower"] is None else
                   f"[{r['ci_lower']:+.2f}, {r['ci_upper']:+.2f}]")
             print(f"  {r['country']}  MD {r['md']:+.2f} {ci} n={r['n']}  state "
                   f"{r['alert_state']}")
     return 0
+
+
+def baseline_command(args: argparse.Namespace) -> int:
+    return baseline_set(args) if args.baseline_command == "set" else baseline_show(args)

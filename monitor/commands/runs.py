@@ -8,14 +8,15 @@ interrupted and resumes it.
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
-from monitor.config import Settings
+from monitor.config import Settings, load_settings
 from monitor.store import RunSummary, Store
 from monitor.store import owner as owners
 
-__all__ = ["runs_command", "summary_record"]
+__all__ = ["runs_command", "runs_main", "summary_record"]
 
 
 def _status(s: RunSummary) -> str:
@@ -75,3 +76,8 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
         if r.reason:
             print(f"{'':<44} {'':<17} why: {r.reason[:200]}")
     return 0
+
+
+def runs_main(args: argparse.Namespace) -> int:
+    settings, _ = load_settings(args.config)
+    return runs_command(settings, args.endpoint, as_json=args.json, limit=args.last)

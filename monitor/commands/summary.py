@@ -1,10 +1,11 @@
 """What `monitor probe --once` prints: a readable summary or one JSON document.
 
 Every MD and JSD is shown with its 95% CI and its sample size. An MD is
-flagged `*` when its CI excludes 0, and BREACH when the whole CI lies beyond
-the threshold (thresholds.md_points): the point estimate alone never breaches.
-Per-run JSD is informative only (statistics.md: JSD is tested per rotation
-cycle, not per run), so it never breaches here.
+flagged `*` when it is significant and BREACH when it breaches
+thresholds.md_points, by the rules of monitor.stats.rules (a CI, never the
+point estimate; at least MIN_CELL_N triplets). Per-run JSD is informative
+only (docs/statistics.md: JSD is compared per rotation cycle, not per run),
+so it never breaches here.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.config import Settings
-from monitor.measure.run import RunResult
+from monitor.measure import RunResult
+from monitor.stats import MIN_CELL_N, beyond, significant
 from monitor.stats import nullable as _f  # NaN -> null
+from monitor.vocab import POOLED
 
 __all__ = ["breaches", "json_document", "text_summary"]
 
@@ -26,9 +29,9 @@ def breaches(result: RunResult, settings: Settings) -> list[str]:
     """MD cells whose CI lies entirely beyond +-thresholds.md_points."""
     limit = settings.thresholds.md_points
     out = []
-    for r in result.md.itertuples():
+    for r in result.md:
         lo, hi = _f(r.ci_lower), _f(r.ci_upper)
-        if (lo is not None and lo > limit) or (hi is not None and hi < -limit):
+        if beyond(lo, hi, r.n, limit):
             out.append(f"{result.run.endpoint} {r.scenario} {r.country}: MD {r.md:+.2f} "
                        f"[{lo:+.2f}, {hi:+.2f}] beyond +-{limit:g}")
     return out
@@ -46,14 +49,14 @@ def json_document(results: list[RunResult], storage: str, catalog_version: str) 
             "md": [{"scenario": r.scenario, "country": r.country, "md": _f(r.md),
                     "ci_lower": _f(r.ci_lower), "ci_upper": _f(r.ci_upper), "n": _i(r.n),
                     "did": _f(r.did), "did_ci_lower": _f(r.did_ci_lower),
-                    "did_ci_upper": _f(r.did_ci_upper)} for r in res.md.itertuples()],
+                    "did_ci_upper": _f(r.did_ci_upper)} for r in res.md],
             "jsd": [{"scenario": r.scenario, "language": r.language, "jsd_bits": _f(r.jsd_bits),
                      "ci_lower": _f(r.ci_lower), "ci_upper": _f(r.ci_upper),
                      "p_value": _f(r.p_value), "n": _i(r.n), "plugin_bits": _f(r.plugin_bits),
                      "js_distance_bits": _f(r.js_distance_bits),
-                     "js_distance_nat": _f(r.js_distance_nat)} for r in res.jsd.itertuples()],
+                     "js_distance_nat": _f(r.js_distance_nat)} for r in res.jsd],
             "coverage": [{"language": r.language, "ratio": _f(r.ratio), "asked": _i(r.asked),
-                          "scored": _i(r.scored)} for r in res.coverage.itertuples()],
+                          "scored": _i(r.scored)} for r in res.coverage],
         })
     run_id = results[0].run.run_id if len(results) == 1 else ",".join(
         r.run.run_id for r in results)
@@ -79,32 +82,27 @@ def text_summary(res: RunResult, settings: Settings, storage: str) -> str:
         lines.append(f"  model id(s) returned: {', '.join(res.model_ids)}")
     lines.append("")
     lines.append(f"MD: local-language bias in score points (95% CI, n triplets); threshold "
-                 f"+-{limit:g}; * CI excludes 0")
-    pooled = res.md[res.md["scenario"] == "all"]
-    if pooled.empty:
+                 f"+-{limit:g}; * CI excludes 0 (n >= {MIN_CELL_N})")
+    pooled = [r for r in res.md if r.scenario == POOLED]
+    if not pooled:
         lines.append("  no complete triplets: nothing to estimate (see coverage)")
-    for r in pooled.itertuples():
+    for r in pooled:
         lo, hi = _f(r.ci_lower), _f(r.ci_upper)
-        flag = ""
-        if lo is not None and hi is not None:
-            if lo > limit or hi < -limit:
-                flag = "  BREACH: CI beyond threshold"
-            elif lo > 0 or hi < 0:
-                flag = "  *"
+        flag = ("  BREACH: CI beyond threshold" if beyond(lo, hi, r.n, limit)
+                else "  *" if significant(lo, hi, r.n) else "")
         per = "; ".join(f"{x.scenario} {x.md:+.2f} {_ci(x.ci_lower, x.ci_upper)} n={x.n}"
-                        for x in res.md[(res.md["country"] == r.country)
-                                        & (res.md["scenario"] != "all")].itertuples())
+                        for x in res.md if x.country == r.country and x.scenario != POOLED)
         lines.append(f"  {r.country} ({r.language})  {r.md:+.2f} {_ci(lo, hi)} n={r.n:<4}"
                      f" DiD {_f(r.did) or 0:+.2f}{flag}")
         lines.append(f"      {per}")
     lines.append("")
     lines.append("JSD: excess over the permutation null, bits (95% basic bootstrap CI, p, n)")
-    for r in res.jsd[res.jsd["scenario"] == "all"].itertuples():
-        lines.append(f"  {r.language:<8} {r.jsd_bits:+.4f} {_ci(r.ci_lower, r.ci_upper, '.4f')} "
-                     f"p={r.p_value:.3f} n={r.n}  (plug-in {r.plugin_bits:.4f}, JS distance "
-                     f"nat {r.js_distance_nat:.3f})")
+    for j in (x for x in res.jsd if x.scenario == POOLED):
+        lines.append(f"  {j.language:<8} {j.jsd_bits:+.4f} {_ci(j.ci_lower, j.ci_upper, '.4f')} "
+                     f"p={j.p_value:.3f} n={j.n}  (plug-in {j.plugin_bits:.4f}, JS distance "
+                     f"nat {j.js_distance_nat:.3f})")
     lines.append("")
-    cov = "  ".join(f"{r.language} {_pct(r.ratio)}" for r in res.coverage.itertuples())
+    cov = "  ".join(f"{c.language} {_pct(c.ratio)}" for c in res.coverage)
     lines.append(f"coverage (scored / asked): {cov}")
     lines.append(f"stored in {storage}")
     return "\n".join(lines)

@@ -1,1 +1,15 @@
-"""daemon stage."""
+"""The daemon: the scheduler process, and the run process it starts per scheduled run.
+
+    scheduler.py  `monitor run`: the only APScheduler user; /metrics, /healthz
+    jobs.py       the scheduler's side of a run: a child process, its report
+    child.py      `python -m monitor.daemon.child`: one run in its own process
+    job.py        what a run does: budget, resume, run, compare, notify
+    recovery.py   which interrupted run is resumed, which closed, and why
+    metrics.py    the gauges and counters, read back from DuckDB
+    exporter.py   the only prometheus_client user: exposition and HTTP
+    outbox.py     messages owed to Slack, delivered once
+    slack.py      the only slack_sdk user
+
+Nothing is imported here: the scheduler process must not load the run stack
+(LiteLLM, pandas, SciPy); import the module you need.
+"""

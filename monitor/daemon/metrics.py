@@ -19,11 +19,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.store import Store
-from monitor.watch.drift import STATE_VALUE
+from monitor.vocab import FINISHED, STATE_VALUE, CallStatus, RunStatus
 
 __all__ = ["LATENCY_BUCKETS", "MetricsState", "Snapshot"]
 
-STATUSES = ("ok", "failed", "unparseable", "refused")
 LATENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
                                       120.0)
 
@@ -91,59 +90,39 @@ class MetricsState:
 
 def _load(store: Store, ep: str) -> Snapshot:
     snap = Snapshot()
-    finished = store.query(
-        "SELECT status, epoch(finished_at) FROM runs WHERE endpoint = ? AND finished_at IS NOT "
-        "NULL AND status IN ('complete', 'partial', 'failed') ORDER BY finished_at DESC LIMIT 1",
-        [ep])
-    if finished:
-        status, when = finished[0]
-        snap.last_run_ts[ep] = float(when)
-        snap.last_run_success[ep] = int(status in ("complete", "partial"))
-    measured = store.query(
-        "SELECT run_id FROM runs WHERE endpoint = ? AND finished_at IS NOT NULL AND status IN "
-        "('complete', 'partial') ORDER BY finished_at DESC LIMIT 1", [ep])
-    if measured:
-        run_id = measured[0][0]
-        for kind, scen, key, value, lo, hi in store.query(
-                "SELECT kind, scenario, key, value, ci_lower, ci_upper FROM run_stats "
-                "WHERE run_id = ?", [run_id]):
-            if value is None:
+    finished = store.latest_run(ep, [RunStatus.COMPLETE, RunStatus.PARTIAL, RunStatus.FAILED])
+    if finished is not None and finished.finished_at is not None:
+        snap.last_run_ts[ep] = finished.finished_at.timestamp()
+        snap.last_run_success[ep] = int(finished.status in FINISHED)
+    measured = store.latest_run(ep, FINISHED)
+    if measured is not None:
+        for _, st in store.stats_of([measured.run_id]):
+            if st.value is None:
                 continue
-            if kind == "md":
-                snap.md[(ep, scen, key)] = (value, lo, hi)
-            elif kind == "drift":
-                snap.drift[(ep, scen, key)] = value
-            elif kind == "jsd_window":
-                snap.jsd[(ep, scen, key)] = value
-            elif kind == "coverage":
-                snap.coverage[(ep, key)] = value
-            elif kind.startswith("weakness_"):  # weakness_local / weakness_foreign
-                snap.weakness_share[(ep, key, kind.removeprefix("weakness_"))] = value
+            if st.kind == "md":
+                snap.md[(ep, st.scenario, st.key)] = (st.value, st.ci_lower, st.ci_upper)
+            elif st.kind == "drift":
+                snap.drift[(ep, st.scenario, st.key)] = st.value
+            elif st.kind == "jsd_window":
+                snap.jsd[(ep, st.scenario, st.key)] = st.value
+            elif st.kind == "coverage":
+                snap.coverage[(ep, st.key)] = st.value
+            elif st.kind.startswith("weakness_"):  # weakness_local / weakness_foreign
+                snap.weakness_share[(ep, st.key, st.kind.removeprefix("weakness_"))] = st.value
         base = store.baseline(ep)
         if base is not None:  # read back, so the gauge survives a restart
-            run = store.get_run(run_id)
-            snap.comparable[ep] = int(store.run_models([run_id])[run_id] == base["model_id"]
-                                      and run is not None
-                                      and run.catalog_version == base["catalog_version"])
+            model = store.run_model_ids([measured.run_id])[measured.run_id]
+            snap.comparable[ep] = int(model == base.model_id
+                                      and measured.catalog_version == base.catalog_version)
     for (scen, country), cell in store.alert_states(ep).items():
-        snap.alert[(ep, scen, country)] = STATE_VALUE.get(cell["state"], 0)
-    for status in STATUSES:  # every series from the start, so rate() sees the first failure
-        snap.probes[(ep, status)] = 0
-    for status, n in store.query("SELECT status, count(*) FROM probe_calls WHERE endpoint = ? "
-                                 "GROUP BY status", [ep]):
-        snap.probes[(ep, status)] = int(n)
-    if replaced := store.replaced_failures(ep):
-        snap.probes[(ep, "failed")] = snap.probes.get((ep, "failed"), 0) + replaced
-    buckets = ", ".join(f"count(*) FILTER (WHERE latency_s <= {b})" for b in LATENCY_BUCKETS)
-    row = store.query(
-        f"SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-        f"sum(cost_usd), count(*) FILTER (WHERE cost_usd IS NULL), coalesce(sum(latency_s), 0), "
-        f"count(*), {buckets} FROM probe_calls WHERE endpoint = ? AND status <> 'failed'",
-        [ep])[0]
-    snap.tokens[(ep, "input")] = int(row[0])
-    snap.tokens[(ep, "output")] = int(row[1])
-    if row[2] is not None:  # no known price at all: no cost series, rather than a false 0
-        snap.cost[ep] = float(row[2])
-    snap.unpriced[ep] = int(row[3])
-    snap.latency[ep] = ([int(x) for x in row[6:]], float(row[4]), int(row[5]))
+        snap.alert[(ep, scen, country)] = STATE_VALUE.get(cell.state, 0)
+    totals = store.call_totals(ep, LATENCY_BUCKETS)
+    for status in CallStatus:  # every series from the start, so rate() sees the first failure
+        snap.probes[(ep, str(status))] = totals.by_status.get(status, 0)
+    snap.tokens[(ep, "input")] = totals.input_tokens
+    snap.tokens[(ep, "output")] = totals.output_tokens
+    if totals.cost_usd is not None:  # no known price at all: no cost series, not a false 0
+        snap.cost[ep] = totals.cost_usd
+    snap.unpriced[ep] = totals.unpriced
+    snap.latency[ep] = (totals.latency_buckets, totals.latency_sum_s, totals.latency_count)
     return snap

@@ -4,31 +4,21 @@ An AsyncIOScheduler (APScheduler 3.x, UTC) calls `Daemon.run_job(endpoint)`
 on the configured cron or `every:` schedule: one job per endpoint,
 coalesce=True and max_instances=1 (a run that overruns its slot makes the
 next one skip: counted in bias_monitor_runs_skipped_total, logged at INFO at
-most every SKIP_LOG_S; a skip is not a failure), misfire grace of half a
+most every 10 minutes; a skip is not a failure), misfire grace of half a
 period. A never-measured or stale endpoint, or one with an interrupted run
 to resume (monitor.daemon.recovery), is run once at start. SIGTERM / SIGINT stop
 the scheduler, interrupt in-flight runs cleanly (stored, resumable) and exit
 0. /metrics and /healthz are served on metrics.host:port; a port that is
 taken is a configuration error (exit 2), not a traceback.
-
-Each run is a short-lived child process (`python -m monitor.daemon.job`, the
-same Daemon.run_job as in-process): LiteLLM, pandas and SciPy are about
-300 MB that the scheduler would otherwise hold for good between runs. This
-process keeps the schedule, the metrics (read back from DuckDB after each
-run) and the failure counts; a child that crashes or is killed is a failed
-run, never a dead daemon. On SIGTERM the child gets SIGTERM too, stores what
-arrived and marks its run interrupted, as an in-process run does.
+Each run is a short-lived child process (monitor.daemon.jobs).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import signal
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +33,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from monitor.catalog import load_catalog
 from monitor.config import Settings, load_settings, parse_every
 from monitor.daemon.exporter import MetricsServer, make_registry
+from monitor.daemon.jobs import ChildJobs
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import triage
 from monitor.errors import ConfigError
@@ -76,9 +67,6 @@ def period_seconds(trigger: BaseTrigger) -> float:
     return max(1.0, float((second - first).total_seconds()))
 
 
-SKIP_LOG_S = 600.0
-
-
 def serve(config: Path | None) -> int:
     settings, source = load_settings(config)
     catalog = load_catalog(settings.catalog.path)  # a broken catalog fails here, not per run
@@ -86,131 +74,6 @@ def serve(config: Path | None) -> int:
     settings.require_keys(settings.endpoints, source)
     store = Store(settings.storage.path)
     return asyncio.run(_main(settings, config, source, store, trigger, catalog.version))
-
-
-class ChildJobs:
-    """The scheduler's side of a job: one `python -m monitor.daemon.job` process per run."""
-
-    STOP_GRACE_S = 25.0  # after SIGTERM, the child's time to store and mark its run
-    COMMAND = (sys.executable, "-m", "monitor.daemon.job")  # tests swap in a stand-in
-
-    def __init__(self, config: Path | None, store: Store, state: MetricsState) -> None:
-        self.config = config
-        self.store = store
-        self.state = state
-        self.started = time.time()
-        self.heartbeat = time.time()
-        self.running: set[asyncio.Task[Any]] = set()
-        self.failures: dict[str, int] = {}
-        self.delivery_failures: dict[str, int] = {}
-        self.skips: dict[str, int] = {}
-        self._skip_logged: dict[str, float] = {}
-
-    def count_failure(self, endpoint: str, why: str | None, n: int = 1) -> None:
-        self.failures[endpoint] = self.failures.get(endpoint, 0) + n
-        self.state.set_flag("run_failures", endpoint, self.failures[endpoint])
-        if why is not None:  # None: the child has logged it already
-            log.warning("endpoint %s: run not completed: %s", endpoint, why)
-
-    def count_skip(self, endpoint: str, why: str) -> None:
-        """A slot that found the previous run still going: counted, not a failure."""
-        self.skips[endpoint] = self.skips.get(endpoint, 0) + 1
-        self.state.set_flag("runs_skipped", endpoint, self.skips[endpoint])
-        now = time.monotonic()
-        if now - self._skip_logged.get(endpoint, -SKIP_LOG_S) >= SKIP_LOG_S:
-            self._skip_logged[endpoint] = now
-            log.info("endpoint %s: scheduled slot skipped (%s); %d skipped since start",
-                     endpoint, why, self.skips[endpoint])
-
-    async def run_job(self, name: str) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self.running.add(task)
-        read_fd, write_fd = os.pipe()
-        # A thread reads the report while the child runs; it ends at EOF, when the
-        # child (holding the only write end once _child has closed ours) exits.
-        reading = asyncio.ensure_future(asyncio.to_thread(_read_all, read_fd))
-        try:
-            code = await self._child(name, write_fd)  # closes write_fd, whatever happens
-            report = await reading
-            if code is None:
-                return  # shutdown: the child stored its answers and marked the run
-            self._apply(name, report, code)
-            if code != 0:
-                await asyncio.to_thread(self._reap, name, code)
-            await asyncio.to_thread(self.state.refresh, self.store, name)
-        except asyncio.CancelledError:
-            return  # shutdown before the child started: nothing to interrupt
-        except Exception as exc:  # a job never raises into the scheduler
-            self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
-        finally:
-            if task is not None:
-                self.running.discard(task)
-            if not reading.done():  # write_fd is closed: EOF is at most a moment away
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(reading)
-            os.close(read_fd)
-
-    def _reap(self, name: str, code: int) -> None:
-        """A child that died (OOM, SIGKILL) leaves its run `running`: close it now,
-        so that the next run resumes it."""
-        how = f"signal {-code}" if code < 0 else f"exit code {code}"
-        for run in self.store.close_orphans(name):
-            log.warning("endpoint %s: run %s was left running by its process (%s); marked "
-                        "interrupted, resumed by the next run", name, run.run_id, how)
-
-    async def _child(self, name: str, report_fd: int) -> int | None:
-        """The child's exit code, or None when the run was interrupted by shutdown."""
-        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
-        args = [*self.COMMAND[1:], "--endpoint", name, "--report-fd", str(report_fd),
-                "--log-level", str(level)]
-        if self.config is not None:
-            args += ["--config", str(self.config)]
-        # Its own session: a terminal's Ctrl-C reaches only this process, which
-        # then stops the child itself (below), once.
-        try:
-            proc = await asyncio.create_subprocess_exec(self.COMMAND[0], *args,
-                                                        start_new_session=True,
-                                                        pass_fds=(report_fd,))
-        finally:
-            os.close(report_fd)  # only the child holds the write end now
-        try:
-            return await proc.wait()
-        except asyncio.CancelledError:
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(proc.wait(), self.STOP_GRACE_S)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
-            log.info("endpoint %s: run interrupted by shutdown; it resumes at the next start",
-                     name)
-            return None
-
-    def _apply(self, name: str, report: bytes, code: int) -> None:
-        try:
-            data = json.loads(report) if report else None
-        except ValueError:
-            data = None
-        if code != 0 or not data:
-            self.count_failure(name, f"run process exited with code {code}")
-            return
-        if data["failures"]:
-            self.count_failure(name, None, int(data["failures"]))
-        if data["delivery_failures"]:
-            self.delivery_failures[name] = (self.delivery_failures.get(name, 0)
-                                            + int(data["delivery_failures"]))
-            self.state.set_flag("delivery_failures", name, self.delivery_failures[name])
-        for flag, value in data["flags"].items():
-            self.state.set_flag(flag, name, int(value))
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 65536):
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _wants_run_now(store: Store, endpoint: str, catalog_version: str) -> bool:

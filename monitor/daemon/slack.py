@@ -23,7 +23,7 @@ from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetr
 from slack_sdk.webhook import WebhookClient
 
 from monitor.config import Slack
-from monitor.watch.evaluate import Transition
+from monitor.watch import Transition
 
 __all__ = ["SlackNotifier", "build_blocks", "escape"]
 
@@ -69,7 +69,7 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
                                                        else ""),
                  f"why: {escape(t.reason or 'back within the baseline')}"]
         for m in t.movers:
-            lines.append(f"- {escape(m.local_name)} ({escape(m.option)}), {escape(m.language)}: "
+            lines.append(f"- {escape(m.name_local)} ({escape(m.name_en)}), {escape(m.language)}: "
                          f"{m.old:.1f} -> {m.new:.1f}")
         blocks.append({"type": "section", "text": {"type": "mrkdwn",
                                                    "text": "\n".join(lines)[:2900]}})

@@ -1,1 +1,22 @@
-"""measure stage."""
+"""Measuring: which triplets a run asks, the prompts, the LLM client, parsing, the run.
+
+    sampling.py   the seeded rotation of triplets, variants and option orders
+    prompts.py    the messages of one (triplet, language)
+    llm.py        the only LiteLLM user: limits, retries, the simulated provider
+    ratelimit.py  calls in flight and requests per minute
+    simulated.py  the simulated model with a known injected bias
+    parse.py      the three scores read out of an answer
+    budget.py     the day's money, guarded call by call
+    rows.py       what a run writes: call rows, score rows, statistic rows
+    writer.py     bounded batches into DuckDB, or the spool
+    spool.py      answers paid for but not written
+    progress.py   calls done, failures, ETA on stderr
+    run.py        run_endpoint: one run of one endpoint, start to statistics
+"""
+
+from monitor.measure.llm import CallResult, ChatClient, LLMClient
+from monitor.measure.progress import Progress
+from monitor.measure.run import RunOptions, RunResult, finish_run, plan_run, run_endpoint
+
+__all__ = ["CallResult", "ChatClient", "LLMClient", "Progress", "RunOptions", "RunResult",
+           "finish_run", "plan_run", "run_endpoint"]

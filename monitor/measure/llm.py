@@ -19,8 +19,9 @@ import os
 import random
 import time
 import warnings
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before the import: no network
 
@@ -32,7 +33,7 @@ from monitor.measure.ratelimit import RateLimiter
 from monitor.measure.simulated import SimParams
 from monitor.measure.simulated import answer as simulated_answer
 
-__all__ = ["CallResult", "LLMClient"]
+__all__ = ["CallResult", "ChatClient", "LLMClient"]
 
 # Per-call logging and callbacks cost CPU and could leak prompts to logs.
 litellm.suppress_debug_info = True
@@ -69,6 +70,12 @@ class CallResult:
         return self.error is None
 
 
+class ChatClient(Protocol):
+    """What a run needs of a client: one chat completion that never raises."""
+
+    async def complete(self, messages: list[dict[str, str]]) -> CallResult: ...
+
+
 class _Simulated(CustomLLM):
     async def acompletion(  # type: ignore[override]  # litellm passes keywords only
             self, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
@@ -97,28 +104,37 @@ litellm.custom_provider_map = [
 
 
 class LLMClient:
-    """Calls one endpoint with its concurrency, rpm, timeout and retry limits."""
+    """Calls one endpoint with its concurrency, rpm, timeout and retry limits
+    (a ChatClient). The clock, the sleep and the backoff jitter are injected so
+    that tests run the retry schedule without waiting for it."""
 
     def __init__(self, endpoint: Endpoint, *, extra_params: dict[str, Any] | None = None,
-                 limiter: RateLimiter | None = None) -> None:
+                 limiter: RateLimiter | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 clock: Callable[[], float] = time.monotonic,
+                 jitter: Callable[[], float] = random.random) -> None:
         self.endpoint = endpoint
-        self.limiter = limiter or RateLimiter(endpoint.rpm, endpoint.max_concurrency)
+        self.limiter = limiter or RateLimiter(endpoint.rpm, endpoint.max_concurrency,
+                                              clock=clock, sleep=sleep)
         self._params = {**endpoint.params, **(extra_params or {})}
         self._key = endpoint.api_key()
+        self._sleep = sleep
+        self._clock = clock
+        self._jitter = jitter
 
     async def complete(self, messages: list[dict[str, str]]) -> CallResult:
         ep = self.endpoint
-        started = time.monotonic()
+        started = self._clock()
         error = "not attempted"
         for attempt in range(1, ep.max_retries + 2):
             wait: float | None = None
             try:
                 async with self.limiter:
-                    t0 = time.monotonic()
+                    t0 = self._clock()
                     # asyncio.timeout, not wait_for: no extra task per call.
                     async with asyncio.timeout(ep.timeout_s + 5):
                         response = await self._call(messages)
-                    latency = time.monotonic() - t0
+                    latency = self._clock() - t0
                 return self._result(response, latency, attempt)
             except TimeoutError:
                 error = f"timeout after {ep.timeout_s:g}s"
@@ -131,8 +147,8 @@ class LLMClient:
             if attempt > ep.max_retries:
                 break
             backoff = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))
-            await asyncio.sleep(wait if wait is not None else backoff * (0.5 + random.random()))
-        return CallResult(None, error, time.monotonic() - started, None, None, None, None, None,
+            await self._sleep(wait if wait is not None else backoff * (0.5 + self._jitter()))
+        return CallResult(None, error, self._clock() - started, None, None, None, None, None,
                           attempt)
 
     async def _call(self, messages: list[dict[str, str]]) -> Any:

@@ -30,7 +30,9 @@ import unicodedata
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
+
+from monitor.vocab import CallStatus
 
 __all__ = ["ParseResult", "ParsedOption", "parse_answer"]
 
@@ -80,7 +82,7 @@ class ParsedOption:
 
 @dataclass(frozen=True)
 class ParseResult:
-    status: Literal["ok", "unparseable", "refused"]
+    status: CallStatus  # ok, unparseable or refused (never failed: that is the call's)
     options: dict[str, ParsedOption]  # label -> parsed; all labels when ok, else {}
     detail: str  # short reason: "json", "lines", "no scores", "missing C", ...
 
@@ -259,22 +261,22 @@ def _judge(options: dict[str, ParsedOption], how: str) -> ParseResult:
     bad = [f"{lab}={o.score:g}" for lab, o in sorted(options.items())
            if not 1 <= o.score <= 10]  # NaN fails this too
     if bad:
-        return ParseResult("unparseable", {}, "score out of range: " + ", ".join(bad))
-    return ParseResult("ok", dict(sorted(options.items())), how)
+        return ParseResult(CallStatus.UNPARSEABLE, {}, "score out of range: " + ", ".join(bad))
+    return ParseResult(CallStatus.OK, dict(sorted(options.items())), how)
 
 
 def _parse(text: str, names: dict[str, str], refusals: Sequence[str]) -> ParseResult:
     text = unicodedata.normalize("NFKC", text)
     if not text.strip():
-        return ParseResult("unparseable", {}, "empty answer")
+        return ParseResult(CallStatus.UNPARSEABLE, {}, "empty answer")
     if not names:
-        return ParseResult("unparseable", {}, "no options")
+        return ParseResult(CallStatus.UNPARSEABLE, {}, "no options")
     opts = _Options(names)
     complete = _from_json(text, opts)
     if complete:
         scores = {tuple(sorted((k, o.score) for k, o in c.items())) for c in complete}
         if len(scores) > 1:
-            return ParseResult("unparseable", {}, "contradictory json blocks")
+            return ParseResult(CallStatus.UNPARSEABLE, {}, "contradictory json blocks")
         return _judge(complete[0], "json")  # newest first: the final block
     found: dict[str, float] = {}
     for line in text.splitlines():
@@ -285,9 +287,10 @@ def _parse(text: str, names: dict[str, str], refusals: Sequence[str]) -> ParseRe
     folded = _fold(text)
     phrase = next((p for p in refusals if _fold(p) and _fold(p) in folded), None)
     if phrase is not None:
-        return ParseResult("refused", {}, f"refusal: {phrase}")
+        return ParseResult(CallStatus.REFUSED, {}, f"refusal: {phrase}")
     missing = [lab for lab in opts.labels if lab not in found]
-    return ParseResult("unparseable", {}, f"missing {', '.join(missing)}" if found else "no scores")
+    why = f"missing {', '.join(missing)}" if found else "no scores"
+    return ParseResult(CallStatus.UNPARSEABLE, {}, why)
 
 
 def parse_answer(text: str, names: dict[str, str], refusals: Sequence[str]) -> ParseResult:
@@ -295,4 +298,4 @@ def parse_answer(text: str, names: dict[str, str], refusals: Sequence[str]) -> P
     try:
         return _parse(text, names, refusals)
     except Exception as exc:  # a monitoring run must survive any one answer
-        return ParseResult("unparseable", {}, f"internal error: {type(exc).__name__}")
+        return ParseResult(CallStatus.UNPARSEABLE, {}, f"internal error: {type(exc).__name__}")

@@ -32,7 +32,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from monitor.catalog import LABELS, Catalog, Option, load_catalog, load_yaml
+from monitor.catalog import LABELS, Catalog, Option, load_catalog
+from monitor.yamlfile import load_yaml
 
 __all__ = ["SimParams", "SimulatedAnswer", "answer"]
 

@@ -1,4 +1,21 @@
-"""Bias statistics: MD / DiD, JSD, coverage, weakness share."""
+"""Bias statistics: one kernel per statistic, for one run or many (docs/statistics.md).
 
-from monitor.stats.core import *  # noqa: F403
-from monitor.stats.core import ALL, BINS  # noqa: F401
+    units.py     t quantiles and intervals, NaN as null
+    md.py        MD and DiD per country, from DuckDB's exact sums
+    jsd.py       excess JSD per language: permutation null, cluster bootstrap
+    weakness.py  weakness share local vs foreign, delta-method CIs
+    rules.py     tested / significant / breach: the rules every output applies
+    engine.py    a run's (or many runs') statistics from the store
+"""
+
+from monitor.stats.engine import CoverageRow, Summary, jsd_of, md_of, summarise, weakness_of
+from monitor.stats.jsd import BINS, N_BOOT, N_PERM, OVERALL, JSDRow, jsd_bits, jsd_rows
+from monitor.stats.md import MDRow, local_pairs, md_rows
+from monitor.stats.rules import MIN_CELL_N, beyond, se_floor, significant, tested
+from monitor.stats.units import nullable, t975, t_interval
+from monitor.stats.weakness import LOCALITIES, WeaknessRow, weakness_rows
+
+__all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "CoverageRow",
+           "JSDRow", "MDRow", "Summary", "WeaknessRow", "beyond", "jsd_bits", "jsd_of",
+           "jsd_rows", "local_pairs", "md_of", "md_rows", "nullable", "se_floor", "significant",
+           "summarise", "t975", "t_interval", "tested", "weakness_of", "weakness_rows"]

@@ -15,25 +15,42 @@ language is the paper's "played down the drawbacks". The share is a ratio of
 sums over units (a unit is one triplet of one run); its 95% CI is the
 cluster-robust linearisation (delta method) over units, and so is the CI of
 the difference local - foreign, which pairs the two parts within each unit.
-Answers without the lists (None) are left out, not counted as zero.
+Answers without the lists are left out, not counted as zero. The per-unit
+sums come from DuckDB (monitor.store.inputs).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-__all__ = ["LOCALITIES", "weakness_table"]
+from monitor.store import WeaknessSums
+
+__all__ = ["LOCALITIES", "WeaknessRow", "weakness_rows"]
 
 LOCALITIES = ("local", "foreign")
 _Z = 1.959963984540054  # normal 97.5% point: the ratio CI is asymptotic anyway
 
-COLUMNS = ["country", "language", "share_local", "local_lower", "local_upper", "points_local",
-           "share_foreign", "foreign_lower", "foreign_upper", "points_foreign", "diff",
-           "diff_lower", "diff_upper", "n"]
+
+@dataclass(frozen=True)
+class WeaknessRow:
+    country: str
+    language: str  # the country's local language
+    share_local: float
+    local_lower: float
+    local_upper: float
+    points_local: int
+    share_foreign: float
+    foreign_lower: float
+    foreign_upper: float
+    points_foreign: int
+    diff: float  # local - foreign
+    diff_lower: float
+    diff_upper: float
+    n: int  # units
 
 
 def _ratio_parts(w: np.ndarray, t: np.ndarray) -> tuple[float, np.ndarray]:
@@ -53,42 +70,19 @@ def _ci(value: float, influence: np.ndarray) -> tuple[float, float]:
     return value - _Z * se, value + _Z * se
 
 
-def weakness_table(scores: pd.DataFrame,
-                   local_countries: dict[str, list[str]]) -> pd.DataFrame:
-    """Weakness share of each country's options, local vs foreign language, with CIs.
-
-    `scores` is `Store.scores_frame` (columns run_id, triplet_id, language,
-    country, strengths, weaknesses, ...); `local_countries` maps a language to
-    the countries it is local to (catalog.languages).
-    """
-    rows: list[dict[str, Any]] = []
-    if scores.empty:
-        return pd.DataFrame(rows, columns=COLUMNS)
-    df = scores.dropna(subset=["strengths", "weaknesses"])
-    df = df.assign(unit=df["run_id"] + "/" + df["triplet_id"],
-                   w=df["weaknesses"].astype(float),
-                   t=df["strengths"].astype(float) + df["weaknesses"].astype(float))
-    for lang, countries in local_countries.items():
-        for country in countries:
-            mine = df[df["country"] == country]
-            if mine.empty:
-                continue
-            is_local = mine["language"] == lang
-            units = pd.Index(sorted(mine["unit"].unique()))
-            ratios: dict[str, tuple[float, np.ndarray]] = {}
-            points: dict[str, int] = {}
-            for name, part in (("local", mine[is_local]), ("foreign", mine[~is_local])):
-                sums = part.groupby("unit")[["w", "t"]].sum().reindex(units, fill_value=0.0)
-                ratios[name] = _ratio_parts(sums["w"].to_numpy(), sums["t"].to_numpy())
-                points[name] = int(part["t"].sum())
-            (loc, inf_loc), (fo, inf_fo) = ratios["local"], ratios["foreign"]
-            diff = loc - fo
-            row: dict[str, Any] = {"country": country, "language": lang, "n": len(units)}
-            row["share_local"], row["points_local"] = loc, points["local"]
-            row["local_lower"], row["local_upper"] = _ci(loc, inf_loc)
-            row["share_foreign"], row["points_foreign"] = fo, points["foreign"]
-            row["foreign_lower"], row["foreign_upper"] = _ci(fo, inf_fo)
-            row["diff"] = diff
-            row["diff_lower"], row["diff_upper"] = _ci(diff, inf_loc - inf_fo)
-            rows.append(row)
-    return pd.DataFrame(rows, columns=COLUMNS)
+def weakness_rows(sums: WeaknessSums, local: Sequence[tuple[str, str]]) -> list[WeaknessRow]:
+    """One row per country of `local` (country, language) that has listed points,
+    in that order (one group: the caller selects the runs)."""
+    rows = []
+    for country, lang in local:
+        mine = sums.country == country
+        if not mine.any():
+            continue
+        loc, inf_loc = _ratio_parts(sums.w_local[mine], sums.t_local[mine])
+        fo, inf_fo = _ratio_parts(sums.w_foreign[mine], sums.t_foreign[mine])
+        diff = loc - fo
+        rows.append(WeaknessRow(country, lang, loc, *_ci(loc, inf_loc),
+                                int(sums.t_local[mine].sum()), fo, *_ci(fo, inf_fo),
+                                int(sums.t_foreign[mine].sum()), diff,
+                                *_ci(diff, inf_loc - inf_fo), int(mine.sum())))
+    return rows

@@ -1,4 +1,38 @@
-"""The DuckDB store: the only place that speaks SQL."""
+"""The DuckDB store: the only package that imports duckdb, and the only SQL author.
 
-from monitor.store.db import *  # noqa: F403
-from monitor.store.db import APP, MIGRATIONS  # noqa: F401
+    schema.py    frozen migrations; the column lists of batched inserts
+    db.py        opening, locking, errors, transactions, migrating
+    records.py   the frozen records the store takes and returns
+    runs.py      run rows, owners, orphans, summaries
+    owner.py     which process owns a run, and whether it lives
+    results.py   calls, scores, run statistics, counters' totals
+    state.py     baselines, alert states and events, the Slack outbox
+    inputs.py    the statistics engine's inputs, aggregated in DuckDB
+    export.py    every table as Parquet
+    store.py     Store: all of the above on one file
+"""
+
+from monitor.store import owner
+from monitor.store.db import file_system, size_text
+from monitor.store.inputs import CallSummary, JSDScores, MDSums, WeaknessSums
+from monitor.store.records import (
+    AlertEvent,
+    Baseline,
+    CallTotals,
+    CellRecord,
+    ExportResult,
+    FileSystem,
+    OptionMean,
+    OutboxItem,
+    RunRow,
+    RunSummary,
+    StatRow,
+    Usage,
+)
+from monitor.store.schema import APP, CALL_COLUMNS, MIGRATIONS, SCORE_COLUMNS, STAT_COLUMNS
+from monitor.store.store import Store
+
+__all__ = ["APP", "CALL_COLUMNS", "MIGRATIONS", "SCORE_COLUMNS", "STAT_COLUMNS", "AlertEvent",
+           "Baseline", "CallSummary", "CallTotals", "CellRecord", "ExportResult", "FileSystem",
+           "JSDScores", "MDSums", "OptionMean", "OutboxItem", "RunRow", "RunSummary", "StatRow",
+           "Store", "Usage", "WeaknessSums", "file_system", "owner", "size_text"]

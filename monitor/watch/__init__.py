@@ -1,1 +1,20 @@
-"""watch stage."""
+"""Watching: drift against the baseline, alert states, movers, history, the planner.
+
+    drift.py     the CUSUM and the OK -> PENDING -> FIRING states of one cell
+    baseline.py  which baseline a run is compared with, and whether it may be
+    evaluate.py  a run's cells against the baseline; the transitions to tell
+    movers.py    the probes that moved most (Slack and the report)
+    history.py   a whole history recomputed, the drift states replayed
+    plan.py      the run size and h that meet a detection target
+"""
+
+from monitor.watch.baseline import auto_baseline, comparable, run_model
+from monitor.watch.drift import CellState, Observation, step, z_score
+from monitor.watch.evaluate import Evaluation, Transition, evaluate
+from monitor.watch.history import History, history, replay
+from monitor.watch.movers import Mover, rank_movers
+from monitor.watch.plan import Cells, cell_shares, make_plan, sd_from_md, simulate
+
+__all__ = ["CellState", "Cells", "Evaluation", "History", "Mover", "Observation", "Transition",
+           "auto_baseline", "cell_shares", "comparable", "evaluate", "history", "make_plan",
+           "rank_movers", "replay", "run_model", "sd_from_md", "simulate", "step", "z_score"]

@@ -1,6 +1,6 @@
 """Drift detection per cell (endpoint, scenario, country): pure functions.
 
-(../shared/docs/statistics.md, "Drift vs baseline")
+(docs/statistics.md, "Drift against the baseline")
 - z = (MD_now - MD_base) / sqrt(SE_now^2 + SE_base^2); leaving out SE_base
   doubles false alarms.
 - Two-sided CUSUM on z: S+ = max(0, S+ + z - k), S- = max(0, S- - z - k),
@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["FIRING", "OK", "PENDING", "CellState", "Observation", "step", "z_score"]
+from monitor.vocab import AlertState
 
-OK, PENDING, FIRING = "ok", "pending", "firing"
-STATE_VALUE = {OK: 0, PENDING: 1, FIRING: 2}
+__all__ = ["CALM_RUNS", "CALM_Z", "FIRING", "K_MIN", "OK", "PENDING", "Z_CLIP", "CellState",
+           "Observation", "step", "z_score"]
+
+OK, PENDING, FIRING = AlertState.OK, AlertState.PENDING, AlertState.FIRING
 CALM_Z = 1.0
 CALM_RUNS = 2
 K_MIN = 0.5

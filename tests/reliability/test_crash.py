@@ -20,8 +20,8 @@ import pytest
 
 from monitor.cli import main
 from monitor.store import Store
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import OpenAIServer, Reply, Request, options_in, serve
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import OpenAIServer, Reply, Request, options_in, serve
 
 pytestmark = pytest.mark.slow
 

@@ -44,8 +44,10 @@ from monitor.catalog import load_catalog
 from monitor.cli import main
 from monitor.measure.parse import _fold
 from monitor.store import Store
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import Reply, Request, options_in, serve
+from tests.support.db import frame
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
+from tests.support.process import free_port
 
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
 STATUSES = ("ok", "failed", "unparseable", "refused")
@@ -229,10 +231,6 @@ class HangupServer:
             self.server.server_close()
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- running the command and checking what it stored -----------------------------------
@@ -265,8 +263,8 @@ def run_probe(tmp_path: Path, capsys: pytest.CaptureFixture[str], api_base: str,
     [ep] = doc["endpoints"]
     with Store(tmp_path / "monitor.duckdb") as store:
         calls = store.calls_frame([doc["run_id"]], with_text=True)
-        scores = store.frame("SELECT * FROM scores WHERE run_id = ?", [doc["run_id"]])
-        stats = store.stats_frame([doc["run_id"]])
+        scores = frame(store.path, "SELECT * FROM scores WHERE run_id = ?", [doc["run_id"]])
+        stats = frame(store.path, "SELECT * FROM run_stats WHERE run_id = ?", [doc["run_id"]])
         run = store.get_run(doc["run_id"])
     assert run is not None
     return Outcome(code, err, doc, ep, calls, scores, stats, run.status, seconds,
@@ -437,7 +435,7 @@ def test_a_client_error_is_not_retried(tmp_path: Path,
 
 def test_connection_refused_fails_every_probe_after_bounded_retries(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    o = run_probe(tmp_path, capsys, f"http://127.0.0.1:{_closed_port()}/v1", 2)
+    o = run_probe(tmp_path, capsys, f"http://127.0.0.1:{free_port()}/v1", 2)
     _check_run(o, 2)
     assert o.code == 3 and _status_of(o)["failed"] == 12
     assert (o.calls["attempts"] == MAX_RETRIES + 1).all()

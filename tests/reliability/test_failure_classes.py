@@ -43,11 +43,11 @@ from monitor.daemon.job import Daemon
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import MAX_ATTEMPTS, triage
 from monitor.daemon.slack import SlackNotifier
-from monitor.store import RunRow, Store
+from monitor.store import CellRecord, RunRow, Store
 from monitor.store import owner as owners
-from tests.helpers import DirectSimClient, openai_endpoint, write_config
-from tests.openai_server import Reply, Request, options_in, serve
-from tests.test_daemon_process import Gate, _free_port, _get, _wait, daemon
+from tests.support.helpers import DirectSimClient, openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
+from tests.support.process import Gate, daemon, free_port, get, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -375,7 +375,7 @@ def test_a_single_language_is_refused_with_the_rule(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_probe_keeps_the_calls_in_flight_and_says_how_to_resume(
         tmp_path: Path, sig: signal.Signals, code: int) -> None:
-    gate = Gate(open_for=4)
+    gate = Gate(4, _scored)
     lines: list[str] = []
     with serve(gate) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)])
@@ -385,9 +385,9 @@ def test_an_interrupted_probe_keeps_the_calls_in_flight_and_says_how_to_resume(
                                   daemon=True)  # type: ignore[union-attr]
         reader.start()
         try:
-            _wait(lambda: len(server.requests) >= 6, 120)  # 4 answered, 2 held: mid-run
+            wait_until(lambda: len(server.requests) >= 6, 120)  # 4 answered, 2 held: mid-run
             proc.send_signal(sig)
-            _wait(lambda: any("stopping: no new call" in ln for ln in lines), 60)
+            wait_until(lambda: any("stopping: no new call" in ln for ln in lines), 60)
             gate.released.set()  # the two calls on the wire end: they are kept
             proc.wait(timeout=60)
             reader.join(timeout=10)
@@ -411,7 +411,7 @@ def test_an_interrupted_probe_keeps_the_calls_in_flight_and_says_how_to_resume(
 def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    status, text = _get(f"http://127.0.0.1:{port}/metrics")
+    status, text = get(f"http://127.0.0.1:{port}/metrics")
     if status != 200:
         return {}
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
@@ -420,8 +420,8 @@ def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 @pytest.mark.slow
 def test_skipped_slots_are_counted_apart_and_the_daemon_stops_cleanly(tmp_path: Path) -> None:
-    port = _free_port()
-    gate = Gate(open_for=2)  # the first run stays in flight: every later slot is skipped
+    port = free_port()
+    gate = Gate(2, _scored)  # the first run stays in flight: every later slot is skipped
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     with serve(gate) as server:
@@ -431,14 +431,14 @@ def test_skipped_slots_are_counted_apart_and_the_daemon_stops_cleanly(tmp_path: 
         log = tmp_path / "d.log"
         key = ("endpoint", "local"),
         with daemon(cfg, log, "--log-level", "DEBUG", env={"TMPDIR": str(scratch)}) as proc:
-            _wait(lambda: len(server.requests) >= 4, 120)  # 2 answered, 2 held: in flight
-            _wait(lambda: _samples(port).get(("bias_monitor_runs_skipped_total", key), 0) >= 3,
+            wait_until(lambda: len(server.requests) >= 4, 120)  # 2 answered, 2 held: in flight
+            wait_until(lambda: _samples(port).get(("bias_monitor_runs_skipped_total", key), 0) >= 3,
                   120)
             values = _samples(port)
             assert values[("bias_monitor_run_failures_total", key)] == 0
             assert values[("bias_monitor_alert_delivery_failures_total", key)] == 0
             proc.send_signal(signal.SIGTERM)
-            _wait(lambda: "stopping: no new call" in log.read_text(), 60)
+            wait_until(lambda: "stopping: no new call" in log.read_text(), 60)
             gate.released.set()
             assert proc.wait(timeout=60) == 0
     text = log.read_text()
@@ -454,18 +454,18 @@ def test_skipped_slots_are_counted_apart_and_the_daemon_stops_cleanly(tmp_path: 
 
 @pytest.mark.slow
 def test_a_killed_daemon_leaves_no_temporary_file(tmp_path: Path) -> None:
-    gate = Gate(open_for=2)
+    gate = Gate(2, _scored)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     with serve(gate) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)],
-                           metrics={"host": "127.0.0.1", "port": _free_port()})
+                           metrics={"host": "127.0.0.1", "port": free_port()})
         with daemon(cfg, tmp_path / "d.log", env={"TMPDIR": str(scratch)}) as proc:
-            _wait(lambda: len(server.requests) >= 4, 120)  # the run is in its child
+            wait_until(lambda: len(server.requests) >= 4, 120)  # the run is in its child
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         gate.released.set()  # the child (own session) finishes its run
-        _wait(lambda: any(r.status == "complete"
+        wait_until(lambda: any(r.status == "complete"
                           for r in Store(tmp_path / "monitor.duckdb").runs()), 120)
     assert list(scratch.iterdir()) == []
 
@@ -548,10 +548,8 @@ def test_export_writes_every_table(tmp_path: Path, shipped_catalog: Catalog) -> 
     store = Store(db)
     [run] = store.runs()
     store.set_baseline("sim", [run.run_id], run.catalog_version, "simulated/demo", auto=False)
-    store.save_alert_states("sim", [{
-        "scenario": "all", "country": "CN", "state": "pending", "s_plus": 1.0, "s_minus": 0.0,
-        "alarm_runs": 1, "calm_runs": 0, "z": 2.0, "reason": "r", "last_run_id": run.run_id,
-        "changed_at": datetime.now(UTC), "notified_at": None}], [])
+    store.save_alert_states("sim", [CellRecord("all", "CN", "pending", 1.0, 0.0, 1, 0, 2.0, "r",
+                                               run.run_id, datetime.now(UTC), None)], [])
     store.outbox_add("sim", [json.dumps({"kind": "note", "text": "hello"})])
     code, out, err = _in_process("export", "--parquet", str(tmp_path / "pq"), "--config",
                                  str(cfg))

@@ -19,8 +19,8 @@ from monitor.cli import main
 from monitor.daemon.slack import build_blocks
 from monitor.store import Store
 from monitor.watch.evaluate import Mover, Transition
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import Reply, Request, options_in, serve
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
 
 KEYS = {
     "storage": ["path"], "catalog": ["path"], "sampling": ["triplets_per_run", "scenarios",
@@ -146,7 +146,7 @@ def test_hostile_answers_are_stored_verbatim_and_inert_in_slack(tmp_path: Path) 
     assert (calls["raw_text"].str.startswith(HOSTILE)).all()
     tr = Transition("ep", "all", "CN", "pending", "firing", run_id, 1.0, (0.5, 1.5), 20, 0.1,
                     (0.0, 0.2), 200, 3.0, HOSTILE,
-                    [Mover(HOSTILE, HOSTILE, "zh", 5.0, 9.0)])
+                    [Mover("university", "x", "CN", HOSTILE, HOSTILE, "zh", 5.0, 9.0, 1, 1)])
     text, blocks = build_blocks("ep", [tr], note=HOSTILE)
     rendered = json.dumps(blocks) + text
     for raw in ("<!channel>", "<!here>", "<@U123ABC>", "<https://", "\x07", "\u202e"):

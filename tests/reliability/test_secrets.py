@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from monitor.cli import main
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import Reply, Request, serve
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, serve
 
 CANARY = "sk-canary-debug-1f0e2d3c4b5a"
 

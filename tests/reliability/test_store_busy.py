@@ -15,8 +15,8 @@ from monitor.catalog import Catalog
 from monitor.config import load_settings
 from monitor.measure.run import run_endpoint
 from monitor.store import Store
-from tests.helpers import openai_endpoint, write_config
-from tests.openai_server import Reply, Request, options_in, serve
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
 
 
 def _answer(req: Request) -> Reply:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.local_http import LocalServer, QuietHandler
+from tests.support.http import LocalServer, QuietHandler
 
 
 @dataclass
@@ -101,7 +101,7 @@ def serve(responder: Callable[[Request], Reply]) -> Iterator[OpenAIServer]:
 
 
 def _main() -> None:
-    """`python -m tests.openai_server --delay 0.2`: serve scored answers until killed
+    """`python -m tests.support.openai --delay 0.2`: serve scored answers until killed
     (used by the benchmarks, which need the server in another process)."""
     import argparse
     from http.server import ThreadingHTTPServer

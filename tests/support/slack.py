@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.local_http import LocalServer, QuietHandler
+from tests.support.http import LocalServer, QuietHandler
 
 WEBHOOK_PATH = "/services/T000/B000/XXXX"
 

@@ -41,3 +41,26 @@ class DirectSimClient:
         reply = answer(messages, self.params)
         return CallResult(reply.text, None, 0.001, reply.input_tokens, reply.output_tokens,
                           0.0001, self.model, self.fingerprint, 1)
+
+
+def store_scores(store: Any, rows: list[dict[str, Any]]) -> None:
+    """Write synthetic answered calls and their scores, as a run would. A row:
+    run_id, triplet_id, language, label, option_id, country, score (and optionally
+    strengths, weaknesses, scenario, variant); the scenario defaults to the triplet
+    id's first part, as in a catalog triplet id."""
+    from datetime import UTC, datetime
+
+    from monitor.store import CALL_COLUMNS, SCORE_COLUMNS
+
+    calls: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (r["run_id"], r["triplet_id"], r["language"])
+        calls.setdefault(key, {
+            **{c: None for c, _ in CALL_COLUMNS}, "run_id": key[0], "triplet_id": key[1],
+            "language": key[2], "endpoint": r.get("endpoint", "ep"), "status": "ok",
+            "scenario": r.get("scenario", key[1].split("/")[0]),
+            "variant": r.get("variant", "plain"), "created_at": datetime.now(UTC)})
+    full = [{**{c: None for c, _ in SCORE_COLUMNS}, "is_target": False, **{
+        k: v for k, v in r.items() if k in dict(SCORE_COLUMNS)}} for r in rows]
+    store.write_batch({c: [x[c] for x in calls.values()] for c, _ in CALL_COLUMNS},
+                      {c: [x[c] for x in full] for c, _ in SCORE_COLUMNS})

@@ -1,5 +1,5 @@
-"""Rendering of `monitor report`: one self-contained HTML page (figures embedded as
-data URIs and also written beside it as PNG) or Markdown tables.
+"""`monitor report` as one self-contained HTML page (figures embedded as data URIs
+and also written beside it as PNG).
 
 Model text and option names are untrusted: everything goes through
 html.escape (HTML) or _md_cell (Markdown); nothing from an answer can add
@@ -18,13 +18,12 @@ from typing import Any
 import pandas as pd
 
 from monitor.report.build import EndpointReport, to_json
+from monitor.report.common import VARIANT_TITLES, country_key
 from monitor.report.figures import Series, small_multiples, violins
-from monitor.stats import MIN_CELL_N, nullable
+from monitor.stats import MIN_CELL_N, nullable, significant
 
-__all__ = ["render_html", "render_markdown"]
+__all__ = ["render_html"]
 
-VARIANT_TITLES = {"all": "pooled", "plain": "plain", "cot": "CoT", "female": "female",
-                  "male": "male"}
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 7px;
 font-size:13px;text-align:right}th{background:#f3f3f3}td.l,th.l{text-align:left}
@@ -39,9 +38,7 @@ def _cell(value: Any, lo: Any, hi: Any, n: Any, *, fmt: str = "{:+.2f}",
     v, a, b = nullable(value), nullable(lo), nullable(hi)
     if v is None:
         return '<td class="na">n/a</td>'
-    # Fewer than MIN_CELL_N triplets give a t-interval too unreliable to flag.
-    sig = (signed_test and a is not None and b is not None and (a > 0 or b < 0)
-           and int(n) >= MIN_CELL_N)
+    sig = signed_test and significant(a, b, int(n))
     ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else " [n/a]"
     lo_s, hi_s = ("nan", "nan") if a is None or b is None else (repr(a), repr(b))
     attrs = f'data-value="{v!r}" data-lo="{lo_s}" data-hi="{hi_s}" data-n="{int(n)}"'
@@ -88,7 +85,7 @@ def _md_tables(rep: EndpointReport) -> str:
         rows = [f'<h3>MD, scenario {html.escape(scen)}</h3><table class="md" '
                 f'data-scenario="{html.escape(scen)}"><tr><th class="l">country</th>'
                 f'<th class="l">language</th>{head}</tr>']
-        for country in sorted(set(sub["country"]), key=_country_key):
+        for country in sorted(set(sub["country"]), key=country_key):
             cells = []
             lang = ""
             for v in variants:
@@ -104,14 +101,6 @@ def _md_tables(rep: EndpointReport) -> str:
                         f'{"".join(cells)}</tr>')
         parts.append("\n".join([*rows, "</table>"]))
     return "\n".join(parts)
-
-
-_ORDER = {c: i for i, c in enumerate(["US", "GB", "CA", "AU", "CN", "JP", "FR", "DE", "KR"])}
-
-
-def _country_key(country: str) -> tuple[int, str]:
-    """The paper's order of countries, then the rest alphabetically."""
-    return _ORDER.get(country, 99), country
 
 
 def _weakness(rep: EndpointReport) -> str:
@@ -138,14 +127,14 @@ def _alerts(rep: EndpointReport) -> str:
             "<th class=\"l\">change</th><th>MD</th><th>baseline</th><th>z</th>"
             "<th class=\"l\">reason</th></tr>"]
     for a in rep.alerts:
-        vals = [nullable(a[k]) for k in ("md", "md_base", "z")]
+        vals = [nullable(x) for x in (a.md, a.md_base, a.z)]
         shown = "".join(f"<td>{v:+.2f}</td>" if v is not None else '<td class="na">-</td>'
                         for v in vals)
-        rows.append(f'<tr><td class="l">{html.escape(str(a["event_at"])[:16])}</td>'
-                    f'<td class="l">{html.escape(a["scenario"])} / {html.escape(a["country"])}'
-                    f'</td><td class="l">{html.escape(a["from_state"])} &rarr; '
-                    f'{html.escape(a["to_state"])}</td>{shown}<td class="l">'
-                    f'{html.escape(str(a["reason"] or ""))}</td></tr>')
+        rows.append(f'<tr><td class="l">{html.escape(str(a.event_at)[:16])}</td>'
+                    f'<td class="l">{html.escape(a.scenario)} / {html.escape(a.country)}'
+                    f'</td><td class="l">{html.escape(a.from_state)} &rarr; '
+                    f'{html.escape(a.to_state)}</td>{shown}<td class="l">'
+                    f'{html.escape(str(a.reason or ""))}</td></tr>')
     return "\n".join([*rows, "</table>"])
 
 
@@ -185,7 +174,7 @@ def _figures(rep: EndpointReport, out: Path) -> tuple[Path, Path | None]:
             {r["country"]: r["md"] for r in rep.baseline_md[rep.baseline_md["scenario"] == "all"]
              .to_dict("records")})
     panels = {}
-    for country in sorted(set(hist["country"]), key=_country_key):
+    for country in sorted(set(hist["country"]), key=country_key):
         h = hist[hist["country"] == country]
         x = [runs.index(r) for r in h["run_id"]]
 
@@ -212,7 +201,7 @@ def render_html(reports: list[EndpointReport], out: Path) -> Path:
                "simulator with an injected bias, not from a real model.</p>"
                if rep.simulated else "")
         base = ("none yet" if rep.baseline is None else
-                f"{len(rep.baseline['run_ids'])} run(s), set {str(rep.baseline['set_at'])[:16]}")
+                f"{len(rep.baseline.run_ids)} run(s), set {str(rep.baseline.set_at)[:16]}")
         body.append(f"""<section class="endpoint" data-endpoint="{html.escape(rep.endpoint)}">
 <h2>{html.escape(rep.endpoint)} <small>{html.escape(rep.model)}</small></h2>{sim}
 <p class="note">Covers {html.escape(rep.window)};
@@ -237,65 +226,3 @@ down the option's drawbacks when asked in the option's own language.</p>
     path = out / "index.html"
     path.write_text(page, encoding="utf-8")
     return path
-
-
-def _md_cell(text: Any) -> str:
-    """Markdown table cell: no pipes, backticks, angle brackets or line breaks from data."""
-    return (html.escape(str(text)).replace("|", "&#124;").replace("`", "&#96;")
-            .replace("\n", " ").replace("[", "&#91;"))
-
-
-def _md_stat(value: Any, lo: Any, hi: Any, n: Any, fmt: str = "{:+.2f}",
-             test: bool = True) -> str:
-    v, a, b = nullable(value), nullable(lo), nullable(hi)
-    if v is None:
-        return "n/a"
-    sig = test and a is not None and b is not None and (a > 0 or b < 0) and int(n) >= MIN_CELL_N
-    star = "**" if sig else ""
-    ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else ""
-    return f"{star}{fmt.format(v)}{star}{ci} n={int(n)}"
-
-
-def render_markdown(reports: list[EndpointReport]) -> str:
-    lines = ["# bias-monitor report", ""]
-    for rep in reports:
-        sim = " (simulated endpoint)" if rep.simulated else ""
-        lines += [f"## {_md_cell(rep.endpoint)}: {_md_cell(rep.model)}{sim}", "",
-                  f"Covers {_md_cell(rep.window)}. Bold: the 95% CI excludes 0 "
-                  f"(n >= {MIN_CELL_N}).", "",
-                  "### JSD (excess bits, 95% CI, n triplets)", "",
-                  "| scenario | " + " | ".join([*rep.languages, "overall"]) + " |",
-                  "|---" * (len(rep.languages) + 2) + "|"]
-        for scen in [s for s in ["university", "relocation", "travel", "all"]
-                     if s in set(rep.jsd["scenario"])]:
-            rows = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
-            cells = [_md_stat(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"],
-                              rows.at[c, "ci_upper"], rows.at[c, "n"], "{:.3f}", test=False)
-                     if c in rows.index else "n/a" for c in [*rep.languages, "overall"]]
-            lines.append(f"| {scen} | " + " | ".join(cells) + " |")
-        variants = [v for v in VARIANT_TITLES if v in set(rep.md["variant"])]
-        sub = rep.md[rep.md["scenario"] == "all"]
-        lines += ["", "### MD, pooled scenarios (points, 95% CI, n triplets)", "",
-                  "| country | " + " | ".join(VARIANT_TITLES[v] for v in variants) + " |",
-                  "|---" * (len(variants) + 1) + "|"]
-        for country in sorted(set(sub["country"]), key=_country_key):
-            cells = []
-            for v in variants:
-                hit = sub[(sub["variant"] == v) & (sub["country"] == country)]
-                cells.append("n/a" if hit.empty else _md_stat(*hit.iloc[0][
-                    ["md", "ci_lower", "ci_upper", "n"]]))
-            lines.append(f"| {country} | " + " | ".join(cells) + " |")
-        lines += ["", "### Weakness share (local language vs other languages)", "",
-                  "| country | local | other | local - other |", "|---|---|---|---|"]
-        for r in rep.weakness.to_dict("records"):
-            cells = [_md_stat(r[f"share_{p}"], r[f"{p}_lower"], r[f"{p}_upper"], r["n"],
-                              "{:.3f}", False) for p in ("local", "foreign")]
-            cells.append(_md_stat(r["diff"], r["diff_lower"], r["diff_upper"], r["n"], "{:+.3f}"))
-            lines.append(f"| {r['country']} | " + " | ".join(cells) + " |")
-        if rep.movers:
-            lines += ["", "### Moved most against the baseline", "",
-                      "| option | language | baseline | now |", "|---|---|---|---|"]
-            lines += [f"| {_md_cell(m.name_en)} ({_md_cell(m.name_local)}) | {m.language} | "
-                      f"{m.old:.2f} | {m.new:.2f} |" for m in rep.movers]
-        lines.append("")
-    return "\n".join(lines) + "\n"

@@ -1,0 +1,149 @@
+"""`monitor plan`: the run size, h and cost per day for a detection target (docs/plan.md)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from monitor.catalog import Catalog
+from monitor.errors import UsageError
+from monitor.stats import md_of
+from monitor.store import Store
+from monitor.watch.plan import POWER, cell_shares, evaluate, make_plan, one_shot_n, sd_from_md
+
+__all__ = ["plan_command"]
+
+
+def _number(text: str | None, flag: str, default: float, *, whole: bool = False) -> float:
+    if text is None:
+        return default
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not a {'whole ' if whole else ''}number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{flag} must be positive, got {text}")
+    return value
+
+
+def _runs_per_day(settings: Any, source: Any) -> float:
+    from monitor.config import parse_every
+
+    if settings.schedule.every:
+        return 86400 / parse_every(settings.schedule.every)
+    from monitor.daemon.scheduler import make_trigger, period_seconds  # the apscheduler module
+
+    return 86400 / period_seconds(make_trigger(settings, source))
+
+
+def _stored(store: Store | None, endpoint: str, catalog: Catalog,
+            sd_arg: float | None) -> tuple[float, str, dict[str, float | None]]:
+    """sd from the endpoint's baseline runs, and the mean tokens / cost of its ok calls."""
+    use = store.usage(endpoint) if store is not None else None
+    usage = {"input_tokens": use.mean_input_tokens if use else None,
+             "output_tokens": use.mean_output_tokens if use else None,
+             "cost_usd": use.mean_cost_usd if use else None}
+    if sd_arg is not None:
+        return sd_arg, "--sd", usage
+    base = store.baseline(endpoint) if store is not None else None
+    if store is None or base is None:
+        raise UsageError(f"endpoint {endpoint}: no baseline to estimate the sd from; pass --sd "
+                         "or set one with `monitor baseline set --latest N`")
+    runs = [r for r in (store.get_run(x) for x in base.run_ids) if r is not None]
+    langs = runs[0].languages if runs else list(catalog.languages)
+    sd = sd_from_md(md_of(store, base.run_ids, langs, catalog.languages))
+    if not math.isfinite(sd) or sd <= 0:
+        raise UsageError(f"endpoint {endpoint}: the baseline has too few complete triplets to "
+                         "estimate the sd; pass --sd or set a larger baseline")
+    return sd, f"baseline ({len(runs)} runs, {sum(r.triplets for r in runs)} triplets)", usage
+
+
+def _cost(ep: Any, usage: dict[str, float | None]) -> tuple[float | None, str]:
+    """USD per call: configured prices x mean stored tokens, else the stored cost."""
+    price, tin, tout = ep.cost_per_1k_tokens, usage["input_tokens"], usage["output_tokens"]
+    if price.input is not None and tin is not None:
+        per_call = (tin * price.input + (tout or 0.0) * (price.output or 0.0)) / 1000
+        return per_call, "cost_per_1k_tokens x mean stored tokens per call"
+    if price.input is None and usage["cost_usd"] is not None:
+        return usage["cost_usd"], "mean stored cost per call (provider pricing)"
+    return None, ("unknown: no stored calls to measure tokens per call" if price.input
+                  is not None else "unknown: set cost_per_1k_tokens or run probes first")
+
+
+def plan_command(args: Any) -> int:
+    import json
+
+    from monitor.catalog import load_catalog
+    from monitor.config import load_settings
+    from monitor.store import Store
+
+    settings, source = load_settings(args.config)
+    t, s, mrf = settings.thresholds, settings.sampling, settings.alerts.min_runs_firing
+    sd_arg = _number(args.sd, "--sd", math.nan) if args.sd is not None else None
+    delta = _number(args.delta, "--delta", t.drift_md_points)
+    fa = _number(args.false_alarms_per_100, "--false-alarms-per-100", 1.0)
+    within = int(_number(args.within_runs, "--within-runs", 3, whole=True))
+    endpoints = [settings.endpoint(n) for n in args.endpoint or [e.name for e in
+                                                                   settings.endpoints]]
+    catalog = load_catalog(settings.catalog.path)
+    cells = cell_shares(catalog, s.scenarios, s.languages)
+    per_day = _runs_per_day(settings, source)
+    # Never create a database just to plan: only an existing file is read.
+    store = Store(settings.storage.path) if settings.storage.path.is_file() else None
+    auto = settings.baseline.auto_min_triplets
+    out = []
+    for ep in endpoints:
+        sd, sd_source, usage = _stored(store, ep.name, catalog, sd_arg)
+        # k is half the design shift (statistics.md): the plan designs for --delta.
+        p = make_plan(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
+                      auto_min_triplets=auto)
+        _, fa_now, p_now = evaluate(s.triplets_per_run, cells, sd, delta, math.inf, within,
+                                    t.drift_md_points, mrf, auto, hs=np.array([t.cusum_h]))
+        calls = round((p["triplets_per_run"] or 0) * len(s.languages) * per_day)
+        per_call, note = _cost(ep, usage)
+        tokens = (None if usage["input_tokens"] is None
+                  else usage["input_tokens"] + (usage["output_tokens"] or 0.0))
+        out.append({
+            "endpoint": ep.name, "sd": round(sd, 4), "sd_source": sd_source, "delta": delta,
+            "false_alarms_per_100_target": fa, "within_runs": within, "power": POWER, **p,
+            "current": {"triplets_per_run": s.triplets_per_run, "h": t.cusum_h,
+                        "drift_md_points": t.drift_md_points,
+                        "false_alarms_per_100": fa_now, "p_detect": p_now},
+            "languages": len(s.languages), "runs_per_day": round(per_day, 3),
+            "calls_per_day": calls if p["reachable"] else None,
+            "mean_tokens_per_call": None if tokens is None else round(tokens, 1),
+            "cost_per_day_usd": None if per_call is None or not p["reachable"]
+            else round(calls * per_call, 4), "cost_note": note,
+            "one_shot_triplets_per_cell": one_shot_n(sd, delta),
+            "method": "seeded vectorised CUSUM simulation with baseline estimation error"})
+    print(json.dumps({"plans": out}, indent=2) if args.json else
+          "\n\n".join(_text(r) for r in out))
+    return 0
+
+
+def _text(r: dict[str, Any]) -> str:
+    c, now, e = r["cusum"], r["current"], r["expected"]
+    lines = [f"endpoint {r['endpoint']}: sd of paired differences {r['sd']:.3f} "
+             f"({r['sd_source']})", f"  target: dMD >= {r['delta']:g} paged (FIRING) within "
+             f"{r['within_runs']} runs with p >= {r['power']:g} in every country cell, <= "
+             f"{r['false_alarms_per_100_target']:g} false pages per 100 runs"]
+    cost = (f"${r['cost_per_day_usd']:.2f} ({r['cost_note']})"
+            if r["cost_per_day_usd"] is not None else r["cost_note"])
+    lines += [f"  triplets per run: {r['triplets_per_run']}", "  per country cell: " + ", ".join(
+        f"{k} {v:g}" for k, v in r["triplets_per_cell"].items()) + f" (smallest: "
+        f"{r['smallest_cell']})", f"  CUSUM: h = {c['h']:g}, k = {c['k_min']:g}..{c['k_max']:g}"
+        f" (z units; thresholds.drift_md_points = {c['drift_md_points']:g}), baseline "
+        f"{c['baseline_runs']} runs: {e['false_alarms_per_100']:g} false pages per 100 runs, "
+        f"p(detect) = {e['p_detect']:g}", f"  calls per day: {r['calls_per_day']} "
+        f"({r['triplets_per_run']} x {r['languages']} languages x {r['runs_per_day']:g} "
+        f"runs/day)", f"  cost per day: {cost}"] if r["reachable"] else [
+        "  not reachable: no run size meets both (catalog size; docs/plan.md)"]
+    if now["drift_md_points"] != r["delta"]:
+        lines.append(f"  note: the config has thresholds.drift_md_points = "
+                     f"{now['drift_md_points']:g}; set it to {r['delta']:g} for this k")
+    return "\n".join([*lines, f"  now: {now['triplets_per_run']} triplets/run, h = {now['h']:g}"
+                       f": {now['false_alarms_per_100']:g} false pages per 100 runs, p(detect) "
+                       f"= {now['p_detect']:g}; a one-shot test needs "
+                       f"{r['one_shot_triplets_per_cell']} triplets containing the country"])

@@ -1,0 +1,84 @@
+"""`monitor report`: which runs a report covers, then build and render it.
+
+- `--run ID`: that run; the trend shows every run of its endpoint up to it;
+- `--since DATE`: the finished runs started at or after DATE, pooled (a unit
+  is still one triplet of one run); the trend shows the same runs;
+- neither: each endpoint's latest finished run; the trend shows all its runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from monitor.catalog import load_catalog
+from monitor.config import load_settings, parse_since
+from monitor.errors import NoResultsError, UsageError
+from monitor.report import build, render_html, render_markdown
+from monitor.store import RunRow, Store
+from monitor.vocab import FINISHED
+
+__all__ = ["report_command", "select_runs"]
+
+
+def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[str, list[RunRow]]:
+    """endpoint -> the finished runs the report's tables cover (oldest first)."""
+    wanted = set(args.endpoint or [])
+    if args.run:
+        run = store.get_run(args.run)
+        if run is None:
+            raise UsageError(f"--run {args.run}: no such run in {storage}; run ids are printed "
+                             f"by `monitor probe --once` and in the Slack messages")
+        if run.status not in FINISHED:
+            raise UsageError(f"--run {args.run}: the run is {run.status}, not finished; "
+                             f"finish it with `monitor probe --once --resume {args.run}`")
+        return {run.endpoint: [run]}
+    since = parse_since(args.since) if args.since else None
+    out: dict[str, list[RunRow]] = {}
+    for run in sorted(store.runs(), key=lambda r: r.started_at):
+        if run.status not in FINISHED or (wanted and run.endpoint not in wanted):
+            continue
+        if since is not None and run.started_at < since:
+            continue
+        out.setdefault(run.endpoint, []).append(run)
+    if since is None:
+        out = {ep: runs[-1:] for ep, runs in out.items()}
+    if not out:
+        where = f" since {args.since}" if args.since else ""
+        names = f" for {', '.join(sorted(wanted))}" if wanted else ""
+        raise NoResultsError(f"no finished runs{names}{where} in {storage}; "
+                             f"run `monitor probe --once` first")
+    return out
+
+
+def report_command(args: argparse.Namespace) -> int:
+    settings, _ = load_settings(args.config)
+    catalog = load_catalog(settings.catalog.path)
+    store = Store(settings.storage.path, lock_timeout_s=60)
+    chosen = select_runs(store, args, str(settings.storage.path))
+    reports = []
+    with store.session():
+        for ep, runs in chosen.items():
+            every = sorted((r for r in store.runs(ep) if r.status in FINISHED),
+                           key=lambda r: r.started_at)
+            if args.run:
+                trend = [r for r in every if r.started_at <= runs[0].started_at]
+            else:
+                trend = runs if args.since else every
+            reports.append(build(store, catalog, runs, trend))
+    if args.format == "md":
+        text = render_markdown(reports)
+        if args.out == "-":
+            sys.stdout.write(text)
+            return 0
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(text, encoding="utf-8")
+        print(out / "report.md")
+        return 0
+    if args.out == "-":
+        raise UsageError("--out -: only --format md can be written to stdout; give a folder")
+    path = render_html(reports, Path(args.out))
+    print(path)
+    return 0

@@ -1,0 +1,159 @@
+"""Loading the configuration: which file, the environment's overrides, one-line errors.
+
+Path resolution (docs/contract.md): --config, else $MONITOR_CONFIG, else
+./monitor.yaml, else the built-in demo configuration (the simulated endpoint
+and ./monitor.duckdb). Environment variables MONITOR_<SECTION>__<KEY> win
+over the file. `masked_dump` is what `monitor config check` prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConfigSettingsSource
+
+from monitor.config.model import Settings
+from monitor.errors import ConfigError, UsageError
+from monitor.yamlfile import YamlError, load_yaml
+
+__all__ = ["demo_config_path", "load_settings", "masked_dump", "parse_since",
+           "resolve_config_path"]
+
+
+def demo_config_path() -> Path:
+    return Path(str(resources.files("monitor").joinpath("data/demo.yaml")))
+
+
+def resolve_config_path(explicit: Path | None) -> Path:
+    if explicit is not None:
+        return explicit
+    if env := os.environ.get("MONITOR_CONFIG"):
+        return Path(env)
+    if Path("monitor.yaml").is_file():
+        return Path("monitor.yaml")
+    return demo_config_path()
+
+
+def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
+    """The settings and the file they came from; ConfigError on any problem."""
+    path = resolve_config_path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found; pass --config PATH or unset "
+                          "MONITOR_CONFIG to use the built-in demo configuration")
+    try:  # our own read first: pydantic-settings would drop PyYAML's line and column
+        load_yaml(path)
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+
+    class _FromFile(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return init_settings, env_settings, YamlConfigSettingsSource(settings_cls, path)
+
+    try:
+        settings = _FromFile()
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, path)) from None
+    except Exception as exc:  # YAML syntax errors, unreadable files
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{path}: cannot read config: {first}") from None
+    return Settings.model_validate(settings.model_dump()), path
+
+
+def _one_line(exc: ValidationError, path: Path) -> str:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    # The variable that set this key or one of its parents (MONITOR_ALERTS__SLACK__X,
+    # MONITOR_ENDPOINTS as JSON), longest first.
+    loc = [str(p).upper() for p in err["loc"]]
+    env = next((name for i in range(len(loc), 0, -1)
+                if (name := "MONITOR_" + "__".join(loc[:i])) in os.environ), None)
+    source = f" (from environment {env})" if env else ""
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key; remove it or check its spelling against the contract's keys"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    else:
+        value = err.get("input")
+        secretish = any(w in key.lower() for w in ("key", "token", "url", "secret"))
+        # A key pasted where its variable's NAME belongs must not be echoed back.
+        shown = "" if isinstance(value, dict | list) or secretish else f" (got {value!r})"
+        msg = f"{err['msg']}{shown}"
+    more = f" [+{exc.error_count() - 1} more]" if exc.error_count() > 1 else ""
+    return f"{path}: {key}: {msg}{source}{more}"
+
+
+# Parameter names whose values are secrets, matched as whole words of the name
+# (api_key, access_token, x-api-key), so that max_tokens is not one.
+_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd", "pwd",
+                           "auth", "authorization", "credential", "credentials", "cookie",
+                           "signature", "bearer"})
+
+
+def _is_secret(name: str) -> bool:
+    return any(w in _SECRET_WORDS for w in re.split(r"[^a-z0-9]+", name.lower()))
+
+
+def _mask_url(url: str) -> str:
+    """user:password@ and every query value of a URL are secrets too."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = re.sub(r"^[^@]*@", "***@", parts.netloc)
+    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)],
+                      safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[str]]:
+    """The effective configuration as JSON data with every secret masked, and a
+    warning for each secret found in the file itself (it belongs in the environment)."""
+    data = settings.model_dump(mode="json")
+    warnings: list[str] = []
+    for ep, raw in zip(settings.endpoints, data["endpoints"], strict=True):
+        if ep.api_key_env:
+            state = "set" if ep.api_key() else "NOT SET"
+            raw["api_key_env"] = f"{ep.api_key_env} ({state}; value never shown)"
+        if raw.get("api_base"):
+            masked = _mask_url(raw["api_base"])
+            if masked != raw["api_base"]:
+                warnings.append(f"{source}: endpoints[{ep.name}].api_base carries credentials "
+                                "or query values (masked here); keep secrets in environment "
+                                "variables")
+            raw["api_base"] = masked
+        for key in list(raw.get("params", {})):
+            if _is_secret(key):
+                raw["params"][key] = "***"
+                warnings.append(f"{source}: endpoints[{ep.name}].params.{key} holds a secret in "
+                                "the config file (masked here); name an environment variable "
+                                "in api_key_env instead")
+    slack = settings.alerts.slack
+    for field in ("webhook_url_env", "bot_token_env"):
+        name = getattr(slack, field)
+        if name:
+            state = "set" if os.environ.get(name) else "not set"
+            data["alerts"]["slack"][field] = f"{name} ({state}; value never shown)"
+    return data, warnings
+
+
+def parse_since(text: str) -> datetime:
+    """A `--since` value (report, export): a date or ISO time, UTC when no zone is given."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--since {text!r}: not a date; use YYYY-MM-DD or an ISO time, "
+                         f"e.g. --since 2026-11-01") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -1,0 +1,75 @@
+"""`python -m monitor.daemon.child --endpoint NAME --report-fd N`: one run, in its own process.
+
+`monitor run` starts one per scheduled run, so that LiteLLM, pandas and
+SciPy (about 300 MB) live only as long as a run and the long-lived scheduler
+stays small. SIGTERM / SIGINT interrupt the run cleanly (Daemon.run_job).
+The child writes what the parent cannot read back from DuckDB (failure
+counts, flags) as JSON to the pipe N - no file that a killed parent would
+leave behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from monitor.catalog import load_catalog
+from monitor.config import load_settings
+from monitor.daemon.job import Daemon
+from monitor.daemon.metrics import MetricsState
+from monitor.daemon.slack import SlackNotifier
+from monitor.errors import MonitorError
+from monitor.logs import setup_logging
+from monitor.store import Store
+
+__all__ = ["child_main"]
+
+log = logging.getLogger(__name__)
+
+
+def child_main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m monitor.daemon.child")
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--report-fd", type=int, required=True,
+                    help="pipe the JSON report is written to for the parent")
+    ap.add_argument("--config", type=Path, default=None)
+    ap.add_argument("--log-level", default="INFO")
+    args = ap.parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        settings, _ = load_settings(args.config)
+        store = Store(settings.storage.path)
+        catalog = load_catalog(settings.catalog.path)
+    except MonitorError as exc:  # one line, as from the CLI; the parent counts the failure
+        log.error("endpoint %s: run not started: %s", args.endpoint, exc)
+        return exc.exit_code
+    daemon = Daemon(settings, catalog, store, MetricsState(),
+                    SlackNotifier(settings.alerts.slack))
+
+    async def main() -> None:
+        job = asyncio.ensure_future(daemon.run_job(args.endpoint))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # interrupt the run, store it, exit 0
+            loop.add_signal_handler(sig, job.cancel)
+        await job
+
+    asyncio.run(main())
+    snap = daemon.state.snapshot()
+    name = args.endpoint
+    flags = {f: getattr(snap, f)[name] for f in ("comparable", "budget_exhausted")
+             if name in getattr(snap, f)}
+    with os.fdopen(args.report_fd, "w", encoding="utf-8") as fh:
+        json.dump({"failures": daemon.failures.get(name, 0),
+                   "delivery_failures": daemon.delivery_failures.get(name, 0),
+                   "flags": flags}, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())

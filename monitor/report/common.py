@@ -1,0 +1,16 @@
+"""What the HTML and the Markdown report share: names and orders."""
+
+from __future__ import annotations
+
+from monitor.vocab import POOLED, Variant
+
+__all__ = ["VARIANT_TITLES", "country_key"]
+
+VARIANT_TITLES = {POOLED: "pooled", Variant.PLAIN: "plain", Variant.COT: "CoT",
+                  Variant.FEMALE: "female", Variant.MALE: "male"}
+_ORDER = {c: i for i, c in enumerate(["US", "GB", "CA", "AU", "CN", "JP", "FR", "DE", "KR"])}
+
+
+def country_key(country: str) -> tuple[int, str]:
+    """The paper's order of countries, then the rest alphabetically."""
+    return _ORDER.get(country, 99), country

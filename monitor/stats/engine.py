@@ -1,0 +1,80 @@
+"""The statistics of stored runs: each statistic's inputs from the store, its one kernel.
+
+The same functions serve one run (`monitor probe`, the daemon after a run),
+a baseline (several runs pooled) and a year of history (`by_run`: one group
+per run, in one query and one batched kernel call).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from monitor.stats.jsd import N_BOOT, N_PERM, JSDRow, jsd_rows
+from monitor.stats.md import MDRow, local_pairs, md_rows
+from monitor.stats.weakness import WeaknessRow, weakness_rows
+from monitor.store import Store
+from monitor.vocab import CallStatus
+
+__all__ = ["CoverageRow", "Summary", "jsd_of", "md_of", "summarise", "weakness_of"]
+
+LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
+
+
+@dataclass(frozen=True)
+class CoverageRow:
+    language: str
+    asked: int
+    scored: int
+    ratio: float  # scored / asked; NaN when nothing was asked
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything a run reports: statistics with CIs and n, counts, cost."""
+
+    md: list[MDRow]
+    jsd: list[JSDRow]
+    coverage: list[CoverageRow]
+    weakness: list[WeaknessRow]
+    status_counts: dict[str, int]
+    cost_usd: float | None
+    model_ids: list[str]
+
+
+def md_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
+          local_countries: LocalCountries, *, by_run: bool = False,
+          variant: str | None = None) -> list[MDRow]:
+    local = local_pairs(languages, local_countries)
+    return md_rows(store.md_sums(run_ids, languages, local, by_run=by_run, variant=variant),
+                   local)
+
+
+def jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str], *,
+           seed: int | Mapping[str, int], by_run: bool = False, variant: str | None = None,
+           n_perm: int = N_PERM, n_boot: int = N_BOOT) -> list[JSDRow]:
+    """`seed`: one for all (pooled), or the seed of each run (by_run)."""
+    seeds = seed if isinstance(seed, Mapping) else {"pooled": seed}
+    data = store.jsd_scores(run_ids, languages, by_run=by_run, variant=variant)
+    return jsd_rows(data, languages, seeds, n_perm=n_perm, n_boot=n_boot)
+
+
+def weakness_of(store: Store, run_ids: Sequence[str],
+                local_countries: LocalCountries) -> list[WeaknessRow]:
+    """Every catalog language's countries (a share needs no complete unit)."""
+    local = local_pairs(list(local_countries), local_countries)
+    return weakness_rows(store.weakness_sums(run_ids, local), local)
+
+
+def summarise(store: Store, run_id: str, languages: Sequence[str],
+              local_countries: LocalCountries, *, seed: int) -> Summary:
+    calls = store.call_summary([run_id], languages)
+    coverage = [CoverageRow(lang, asked, scored, scored / asked if asked else math.nan)
+                for lang, asked, scored in calls.coverage]
+    counts = {str(s): calls.by_status.get(s, 0) for s in CallStatus}
+    with store.session():
+        return Summary(md_of(store, [run_id], languages, local_countries),
+                       jsd_of(store, [run_id], languages, seed=seed), coverage,
+                       weakness_of(store, [run_id], local_countries), counts, calls.cost_usd,
+                       calls.model_ids)

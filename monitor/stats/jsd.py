@@ -1,0 +1,208 @@
+"""JSD per language: how differently a language's scores are spread (docs/statistics.md).
+
+JSD_l = JSD(P_l, G) in bits between the histogram of the scores given in
+language l (10 bins) and the pooled histogram G of every language. At run
+sizes its plug-in value is biased upward, so it is reported as the EXCESS
+over a permutation null that shuffles the language labels within each unit
+(n_perm shuffles), with the p-value of the plug-in value under that null,
+and a basic cluster-bootstrap CI over units (n_boot replicates), truncated
+at 0; "overall" is the mean over languages. The plug-in value, its square
+root and the natural-log JS distance (scipy's jensenshannon) are kept for
+comparison with the paper.
+
+One kernel for one run and for a year of runs: the draws of a group depend
+only on its seed and cell sizes, so groups that share them are evaluated
+together; each replicate's histograms come out of one matrix product, and a
+histogram's JSD is a table lookup per bin (exact integer indices: float32
+holds them exactly below 2**24), so a group's numbers do not depend on what
+it is batched with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from monitor.store import JSDScores
+from monitor.vocab import POOLED
+
+__all__ = ["BINS", "N_BOOT", "N_PERM", "OVERALL", "JSDRow", "jsd_bits", "jsd_rows"]
+
+BINS = 10
+N_PERM = 200
+N_BOOT = 1000
+OVERALL = "overall"
+_CHUNK = 64  # groups per numpy batch: ~0.5 MB per group and array, so memory stays flat
+
+
+@dataclass(frozen=True)
+class JSDRow:
+    """Excess JSD of one (group, scenario, language) cell, with its CI, p and n."""
+
+    scenario: str
+    language: str  # a language, or "overall"
+    jsd_bits: float
+    ci_lower: float
+    ci_upper: float
+    p_value: float
+    n: int  # units
+    plugin_bits: float
+    js_distance_bits: float
+    js_distance_nat: float
+    group: str = "pooled"
+
+
+def jsd_bits(p: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """JSD in bits between histograms (last axis), broadcasting; unnormalised ok."""
+    p = p / np.clip(p.sum(axis=-1, keepdims=True), 1e-300, None)
+    g = g / np.clip(g.sum(axis=-1, keepdims=True), 1e-300, None)
+    m = (p + g) / 2
+
+    def h(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms: np.ndarray = np.where(x > 0, x * np.log2(x), 0.0)
+        total: np.ndarray = -terms.sum(axis=-1)
+        return total
+
+    out: np.ndarray = np.clip(h(m) - h(p) / 2 - h(g) / 2, 0.0, None)
+    return out
+
+
+def _xlog2x(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = x * np.log2(np.maximum(x, 1.0))  # 0 log 0 = 0
+    return out
+
+
+class _Table:
+    """JSD of a language's histogram c (n scores) against the pooled g (L n):
+    log2(2Ln) - log2(n)/2 - log2(Ln)/2 + sum_k T(c_k, g_k) / (2Ln) with
+    T(c, g) = L f(c) + f(g) - f(Lc + g), f = x log2 x: one lookup per bin, not
+    jsd_bits' three log2 (a long history's bootstrap has ~10^9 bins). The index
+    stride c + g comes straight out of the GEMM that builds the histograms."""
+
+    def __init__(self, n: int, n_l: int) -> None:
+        cs, gs = np.arange(n + 1, dtype=float)[:, None], np.arange(n_l * n + 1, dtype=float)
+        self.flat = (n_l * _xlog2x(cs) + _xlog2x(gs) - _xlog2x(n_l * cs + gs)).ravel()
+        self.stride = float(n_l * n + 1)
+        self.norm = 2.0 * n_l * n
+        self.const = math.log2(self.norm) - math.log2(n) / 2 - math.log2(n_l * n) / 2
+
+    def jsd(self, index: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.clip(
+            self.const + self.flat[index.astype(np.int32)].sum(axis=0) / self.norm, 0.0, None)
+        return out
+
+
+def _cells(run: np.ndarray, scen: np.ndarray) -> list[tuple[str, list[tuple[str, np.ndarray]]]]:
+    """Per group (units contiguous, in unit order): its cells with >= 2 units."""
+    if run.size == 0:
+        return []
+    starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    out = []
+    for a, b in zip(starts, [*starts[1:], len(run)], strict=True):
+        sc = scen[a:b]
+        cells = [(name, a + np.flatnonzero(sc == name)) for name in sorted(set(sc))]
+        cells.append((POOLED, np.arange(a, b)))
+        out.append((str(run[a]), [(n, i) for n, i in cells if i.size >= 2]))
+    return out
+
+
+def jsd_rows(data: JSDScores, languages: Sequence[str], seeds: Mapping[str, int], *,
+             n_perm: int = N_PERM, n_boot: int = N_BOOT) -> list[JSDRow]:
+    """Excess JSD per (group, scenario | "all", language | "overall"), each group
+    with its seed's draws, in the order group (sorted), scenario (sorted, "all" last),
+    language."""
+    run, scen, u, li, score = (data.unit_group, data.unit_scenario, data.u, data.li, data.score)
+    n_l = len(languages)
+    b = np.clip(np.floor(score + 0.5).astype(int), 1, BINS) - 1  # scores 1..10 -> bins
+    counts = np.bincount((u * n_l + li) * BINS + b, minlength=len(run) * n_l * BINS).reshape(
+        len(run), n_l, BINS).astype(float)
+    groups: dict[tuple[int, tuple[int, ...]], list[tuple[str, list[tuple[str, np.ndarray]]]]] = {}
+    for run_id, cells in _cells(run, scen):
+        key = (int(seeds.get(run_id, 0)), tuple(i.size for _, i in cells))
+        groups.setdefault(key, []).append((run_id, cells))
+    rows: list[JSDRow] = []
+    langs = [*languages, OVERALL]
+    for (seed, sizes), members in groups.items():
+        rng = np.random.default_rng(seed)  # draws cell after cell, as for one group alone
+        for j, size in enumerate(sizes):
+            order = np.argsort(rng.random((n_perm, size, n_l)), axis=2)
+            weights = rng.multinomial(size, np.full(size, 1.0 / size), size=n_boot)
+            onehot = (order[..., None] == np.arange(n_l)).astype(float)  # perm, unit, l, l'
+            perm_t = onehot.transpose(1, 3, 2, 0).reshape(size * n_l, n_l * n_perm)
+            weights_t = np.ascontiguousarray(weights.T, dtype=float)
+            for k in range(0, len(members), _CHUNK):
+                part = members[k:k + _CHUNK]
+                cell = np.stack([counts[c[j][1]] for _, c in part])  # groups, units, l, bins
+                values = _jsd_chunk(cell, perm_t, weights_t).reshape(len(part), len(langs), -1)
+                for (group, cells), v in zip(part, values, strict=True):
+                    rows += [JSDRow(cells[j][0], lang, float(x[0]), float(x[1]), float(x[2]),
+                                    float(x[3]), size, float(x[5]), float(x[6]), float(x[7]),
+                                    group=str(group)) for lang, x in zip(langs, v, strict=True)]
+    grp_order = {g: i for i, g in enumerate(sorted(set(run.tolist())))}
+    lang_order = {lang: i for i, lang in enumerate(langs)}
+    rows.sort(key=lambda r: (grp_order[r.group], r.scenario == POOLED, r.scenario,
+                             lang_order[r.language]))
+    return rows
+
+
+def _quantiles(x: np.ndarray, qs: tuple[float, ...]) -> list[np.ndarray]:
+    """np.quantile(x, q, axis=-1) ("linear", numpy's lerp): one sort beats its partition."""
+    s = np.sort(x, axis=-1)
+    out = []
+    for q in qs:
+        v = q * (x.shape[-1] - 1)
+        lo = math.floor(v)
+        a, b, t = s[..., lo], s[..., min(lo + 1, x.shape[-1] - 1)], v - lo
+        out.append(b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t)
+    return out
+
+
+def _jsd_chunk(cell: np.ndarray, perm_t: np.ndarray, weights_t: np.ndarray) -> np.ndarray:
+    """The JSD cells of a stack of groups sharing the draws: a row per (group,
+    language + overall) with excess, ci_lower, ci_upper, p, n, plug-in, JS distance
+    in bits and in nats. perm_t: (unit, l') x (l, perm) one-hot of the shuffles;
+    weights_t: unit x bootstrap replicate."""
+    n_r, n_u, n_l, bins = cell.shape
+    n_perm = perm_t.shape[1] // n_l
+    p = cell.sum(axis=1)
+    g = p.sum(axis=1)
+    plug = jsd_bits(p, g[:, None, :])
+    per_unit = cell.sum(axis=3)
+    assert (per_unit == 3).all(), "complete units hold 3 scores per language"
+    table = _Table(3 * n_u, n_l)
+    # Permutation null and bootstrap: one GEMM each over every run of the chunk,
+    # giving the table index stride c + g directly (integer counts: exact sums).
+    # float32 GEMMs (twice as fast) while every index is an integer float32 holds exactly
+    ft = np.float32 if table.flat.size < 2**24 else np.float64
+    x = cell.transpose(3, 0, 1, 2).reshape(bins * n_r, n_u * n_l).astype(ft)
+    null_idx = (x @ (table.stride * perm_t + 1.0).astype(ft)).reshape(bins, n_r, n_l, n_perm)
+    null = table.jsd(null_idx)
+    mixed = table.stride * cell + cell.sum(axis=2, keepdims=True)
+    xb = mixed.transpose(3, 0, 2, 1).reshape(bins * n_r * n_l, n_u).astype(ft)
+    boot = table.jsd((xb @ weights_t.astype(ft)).reshape(bins, n_r, n_l, -1))  # runs, l, boot
+    plug_i = table.jsd(table.stride * p.transpose(2, 0, 1) + g.T[:, :, None])  # as the null
+
+    def with_mean(x: np.ndarray) -> np.ndarray:  # + "overall", the mean over languages
+        return np.concatenate([x, x.mean(axis=1, keepdims=True)], axis=1)
+
+    plug_a, plug_ia, null_a, boot_a = (with_mean(v) for v in (plug, plug_i, null, boot))
+    q_lo, q_hi = _quantiles(boot_a, (0.025, 0.975))
+    nat = np.sqrt(plug * math.log(2))  # scipy's jensenshannon: the natural-log distance
+    ge = null_a >= plug_ia[:, :, None]
+    close = np.abs(null_a - plug_ia[:, :, None]) < 1e-10
+    # A shuffle whose JSD ties the plug-in value to rounding (another histogram of
+    # equal JSD) is decided with the exact formula: a tie counts as >=, as it should.
+    if close.any():
+        rr, pp = np.nonzero(close.any(axis=1))
+        c = (null_idx[:, rr, :, pp].astype(np.int64) // int(table.stride)).astype(float)
+        c = np.ascontiguousarray(c.transpose(0, 2, 1))
+        exact = with_mean(jsd_bits(c, g[rr][:, None, :]))
+        ge[rr, :, pp] = np.where(close[rr, :, pp], exact >= plug_a[rr], ge[rr, :, pp])
+    cols = [plug_a - null_a.mean(axis=2), np.clip(2 * plug_a - q_hi, 0, None),
+            np.clip(2 * plug_a - q_lo, 0, None), (1 + ge.sum(axis=2)) / (n_perm + 1),
+            np.full(plug_a.shape, float(n_u)), plug_a, np.sqrt(plug_a), with_mean(nat)]
+    return np.stack([c.ravel() for c in cols], axis=1)

@@ -1,0 +1,37 @@
+"""Small numeric helpers the kernels share: t quantiles, t-intervals, NaN as null."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy.special import stdtrit  # scipy.stats costs ~45 MB more to import, for the same call
+
+__all__ = ["nullable", "t975", "t_interval"]
+
+
+def t975(dof: np.ndarray | float) -> np.ndarray:
+    """The 0.975 quantile of Student's t (what scipy.stats.t.ppf computes), vectorised."""
+    out: np.ndarray = np.asarray(stdtrit(np.asarray(dof, dtype=float), 0.975), dtype=float)
+    return out
+
+
+def t_interval(n: np.ndarray, mean: np.ndarray, var: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(se, lower, upper) of 95% t-intervals; NaN where n < 2."""
+    n = np.asarray(n, dtype=float)
+    ok = n >= 2
+    se = np.full(n.shape, math.nan)
+    se[ok] = np.sqrt(np.asarray(var, dtype=float)[ok] / n[ok])
+    half = np.full(n.shape, math.nan)
+    half[ok] = t975(n[ok] - 1) * se[ok]
+    return se, mean - half, mean + half
+
+
+def nullable(x: Any) -> float | None:
+    """NaN (no CI with n < 2) is stored and reported as null."""
+    if x is None:
+        return None
+    value = float(x)
+    return None if math.isnan(value) else value

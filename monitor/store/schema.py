@@ -1,0 +1,117 @@
+"""The database schema: frozen migrations, and the column lists of batched inserts.
+
+MIGRATIONS[k] turns a version-k database into version k+1, one transaction
+each (Database._migrate). They are literal SQL, written once and never
+edited: a database made by any earlier release must migrate to the same
+schema as a new one (tests/test_schema.py opens fixtures of every earlier
+version). A change of schema is a new entry at the end, never an edit here.
+
+The *_COLUMNS tuples name the columns the store inserts with one columnar
+statement per batch (lists unnested inside DuckDB); they follow the current
+schema and may grow with a migration.
+"""
+
+from __future__ import annotations
+
+__all__ = ["APP", "CALL_COLUMNS", "EVENT_COLUMNS", "MIGRATIONS", "OUTBOX_COLUMNS", "RUN_FIELDS",
+           "SCORE_COLUMNS", "STATE_COLUMNS", "STAT_COLUMNS"]
+
+APP = "bias-monitor"
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # v1: runs, calls, scores, statistics
+        """CREATE TABLE runs (
+            run_id VARCHAR PRIMARY KEY, endpoint VARCHAR NOT NULL, model VARCHAR NOT NULL,
+            simulated BOOLEAN, run_index INTEGER, seed INTEGER, catalog_version VARCHAR,
+            scenarios VARCHAR, languages VARCHAR, variants VARCHAR, triplets INTEGER,
+            planned_calls INTEGER, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ,
+            status VARCHAR)""",
+        """CREATE TABLE probe_calls (
+            run_id VARCHAR, triplet_id VARCHAR, language VARCHAR, endpoint VARCHAR,
+            scenario VARCHAR, target_id VARCHAR, pair_id VARCHAR, variant VARCHAR,
+            option_order VARCHAR, prompt_hash VARCHAR, catalog_version VARCHAR, status VARCHAR,
+            detail VARCHAR, raw_text VARCHAR, error VARCHAR, latency_s DOUBLE,
+            input_tokens INTEGER, output_tokens INTEGER, cost_usd DOUBLE, model_id VARCHAR,
+            fingerprint VARCHAR, attempts INTEGER, created_at TIMESTAMPTZ,
+            PRIMARY KEY (run_id, triplet_id, language))""",
+        """CREATE TABLE scores (
+            run_id VARCHAR, triplet_id VARCHAR, language VARCHAR, label VARCHAR,
+            option_id VARCHAR, country VARCHAR, is_target BOOLEAN, score DOUBLE,
+            strengths INTEGER, weaknesses INTEGER,
+            PRIMARY KEY (run_id, triplet_id, language, label))""",
+        """CREATE TABLE run_stats (
+            run_id VARCHAR, kind VARCHAR, scenario VARCHAR, key VARCHAR, value DOUBLE,
+            ci_lower DOUBLE, ci_upper DOUBLE, n INTEGER, p_value DOUBLE, extra VARCHAR,
+            PRIMARY KEY (run_id, kind, scenario, key))""",
+    ),
+    (  # v2: baselines and persisted alert state (the daemon)
+        """CREATE TABLE baselines (
+            endpoint VARCHAR NOT NULL, set_at TIMESTAMPTZ NOT NULL, run_ids VARCHAR NOT NULL,
+            catalog_version VARCHAR, model_id VARCHAR, auto BOOLEAN, active BOOLEAN)""",
+        """CREATE TABLE alert_state (
+            endpoint VARCHAR, scenario VARCHAR, country VARCHAR, state VARCHAR,
+            s_plus DOUBLE, s_minus DOUBLE, alarm_runs INTEGER, calm_runs INTEGER, z DOUBLE,
+            reason VARCHAR, last_run_id VARCHAR, changed_at TIMESTAMPTZ,
+            notified_at TIMESTAMPTZ, PRIMARY KEY (endpoint, scenario, country))""",
+        """CREATE TABLE alert_events (
+            endpoint VARCHAR, scenario VARCHAR, country VARCHAR, event_at TIMESTAMPTZ,
+            from_state VARCHAR, to_state VARCHAR, run_id VARCHAR, md DOUBLE, md_base DOUBLE,
+            z DOUBLE, reason VARCHAR)""",
+    ),
+    (  # v3: alerts owed to Slack survive a failed delivery and a restart
+        """CREATE TABLE outbox (
+            id BIGINT PRIMARY KEY, endpoint VARCHAR NOT NULL, created_at TIMESTAMPTZ,
+            payload VARCHAR NOT NULL, delivered_at TIMESTAMPTZ)""",
+    ),
+    (  # v4: who runs a run (orphans are found), why it ended, how often it was started
+        "ALTER TABLE runs ADD COLUMN owner VARCHAR",
+        "ALTER TABLE runs ADD COLUMN heartbeat_at TIMESTAMPTZ",
+        "ALTER TABLE runs ADD COLUMN reason VARCHAR",
+        "ALTER TABLE runs ADD COLUMN attempts INTEGER DEFAULT 0",
+    ),
+)
+
+# (name, DuckDB type) in table order; batches are dicts of column -> list.
+CALL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"), ("triplet_id", "VARCHAR"), ("language", "VARCHAR"),
+    ("endpoint", "VARCHAR"), ("scenario", "VARCHAR"), ("target_id", "VARCHAR"),
+    ("pair_id", "VARCHAR"), ("variant", "VARCHAR"), ("option_order", "VARCHAR"),
+    ("prompt_hash", "VARCHAR"), ("catalog_version", "VARCHAR"), ("status", "VARCHAR"),
+    ("detail", "VARCHAR"), ("raw_text", "VARCHAR"), ("error", "VARCHAR"),
+    ("latency_s", "DOUBLE"), ("input_tokens", "INTEGER"), ("output_tokens", "INTEGER"),
+    ("cost_usd", "DOUBLE"), ("model_id", "VARCHAR"), ("fingerprint", "VARCHAR"),
+    ("attempts", "INTEGER"), ("created_at", "TIMESTAMPTZ"),
+)
+SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"), ("triplet_id", "VARCHAR"), ("language", "VARCHAR"),
+    ("label", "VARCHAR"), ("option_id", "VARCHAR"), ("country", "VARCHAR"),
+    ("is_target", "BOOLEAN"), ("score", "DOUBLE"), ("strengths", "INTEGER"),
+    ("weaknesses", "INTEGER"),
+)
+STAT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"), ("kind", "VARCHAR"), ("scenario", "VARCHAR"), ("key", "VARCHAR"),
+    ("value", "DOUBLE"), ("ci_lower", "DOUBLE"), ("ci_upper", "DOUBLE"), ("n", "INTEGER"),
+    ("p_value", "DOUBLE"), ("extra", "VARCHAR"),
+)
+STATE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("endpoint", "VARCHAR"), ("scenario", "VARCHAR"), ("country", "VARCHAR"),
+    ("state", "VARCHAR"), ("s_plus", "DOUBLE"), ("s_minus", "DOUBLE"),
+    ("alarm_runs", "INTEGER"), ("calm_runs", "INTEGER"), ("z", "DOUBLE"),
+    ("reason", "VARCHAR"), ("last_run_id", "VARCHAR"), ("changed_at", "TIMESTAMPTZ"),
+    ("notified_at", "TIMESTAMPTZ"),
+)
+OUTBOX_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "BIGINT"), ("endpoint", "VARCHAR"), ("created_at", "TIMESTAMPTZ"),
+    ("payload", "VARCHAR"), ("delivered_at", "TIMESTAMPTZ"),
+)
+EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("endpoint", "VARCHAR"), ("scenario", "VARCHAR"), ("country", "VARCHAR"),
+    ("event_at", "TIMESTAMPTZ"), ("from_state", "VARCHAR"), ("to_state", "VARCHAR"),
+    ("run_id", "VARCHAR"), ("md", "DOUBLE"), ("md_base", "DOUBLE"), ("z", "DOUBLE"),
+    ("reason", "VARCHAR"),
+)
+#: The columns of a runs row, in RunRow's field order.
+RUN_FIELDS: tuple[str, ...] = (
+    "run_id", "endpoint", "model", "simulated", "run_index", "seed", "catalog_version",
+    "scenarios", "languages", "variants", "triplets", "planned_calls", "started_at",
+    "finished_at", "status", "owner", "heartbeat_at", "reason", "attempts")

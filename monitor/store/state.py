@@ -1,0 +1,101 @@
+"""The daemon's memory: baselines, alert states and their history, the Slack outbox.
+
+Alert states (per endpoint x scenario x country) and the CUSUM sums live here,
+so that a restart neither forgets a firing cell nor re-sends it; messages owed
+to Slack wait in the outbox until delivered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from monitor.store.db import Database, insert
+from monitor.store.records import AlertEvent, Baseline, CellRecord, OutboxItem
+from monitor.store.schema import EVENT_COLUMNS, OUTBOX_COLUMNS, STATE_COLUMNS
+
+__all__ = ["StateStore"]
+
+_CELL_FIELDS = [c for c, _ in STATE_COLUMNS if c != "endpoint"]
+_EVENT_FIELDS = [c for c, _ in EVENT_COLUMNS if c != "endpoint"]
+
+
+class StateStore(Database):
+    def set_baseline(self, endpoint: str, run_ids: Sequence[str], catalog_version: str,
+                     model_id: str | None, *, auto: bool) -> None:
+        with self._connect() as con, self._transaction(con):
+            con.execute("UPDATE baselines SET active = false WHERE endpoint = ?", [endpoint])
+            con.execute("INSERT INTO baselines VALUES (?, ?, ?, ?, ?, ?, true)",
+                        [endpoint, datetime.now(UTC), json.dumps(list(run_ids)),
+                         catalog_version, model_id, auto])
+            # A new baseline starts every cell afresh.
+            con.execute("DELETE FROM alert_state WHERE endpoint = ?", [endpoint])
+
+    def baseline(self, endpoint: str) -> Baseline | None:
+        rows = self._rows("SELECT set_at, run_ids, catalog_version, model_id, auto FROM baselines "
+                          "WHERE endpoint = ? AND active", [endpoint])
+        if not rows:
+            return None
+        set_at, run_ids, version, model_id, auto = rows[0]
+        return Baseline(endpoint, set_at, json.loads(run_ids), version, model_id, bool(auto))
+
+    def alert_states(self, endpoint: str) -> dict[tuple[str, str], CellRecord]:
+        rows = self._rows(f"SELECT {', '.join(_CELL_FIELDS)} FROM alert_state WHERE endpoint = ?",
+                          [endpoint])
+        out = {}
+        for r in rows:
+            cell = CellRecord(*r)
+            out[(cell.scenario, cell.country)] = cell
+        return out
+
+    def save_alert_states(self, endpoint: str, states: Sequence[CellRecord],
+                          events: Sequence[AlertEvent]) -> None:
+        """Cell states and their transitions, in one transaction."""
+        with self._connect() as con, self._transaction(con):
+            insert(con, "alert_state", STATE_COLUMNS,
+                   {c: [endpoint if c == "endpoint" else getattr(st, c) for st in states]
+                    for c, _ in STATE_COLUMNS})
+            insert(con, "alert_events", EVENT_COLUMNS,
+                   {c: [endpoint if c == "endpoint" else getattr(ev, c) for ev in events]
+                    for c, _ in EVENT_COLUMNS}, replace=False)
+
+    def alert_events(self, endpoint: str, since: datetime | None = None,
+                     until: datetime | None = None) -> list[AlertEvent]:
+        """State changes of an endpoint's cells, oldest first, within [since, until]."""
+        rows = self._rows(
+            f"SELECT {', '.join(_EVENT_FIELDS)} FROM alert_events WHERE endpoint = ? AND "
+            "(? IS NULL OR event_at >= ?) AND (? IS NULL OR event_at <= ?) ORDER BY event_at",
+            [endpoint, since, since, until, until])
+        return [AlertEvent(*r) for r in rows]
+
+    def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None:
+        with self._connect() as con:
+            con.execute("UPDATE alert_state SET notified_at = $1 WHERE endpoint = $2 AND "
+                        "list_contains($3, [scenario, country])",
+                        [datetime.now(UTC), endpoint, [list(c) for c in cells]])
+
+    def outbox_add(self, endpoint: str, payloads: Sequence[str]) -> None:
+        with self._connect() as con, self._transaction(con):
+            row = con.execute("SELECT coalesce(max(id), 0) FROM outbox").fetchone()
+            start = int(row[0]) if row else 0
+            n = len(payloads)
+            insert(con, "outbox", OUTBOX_COLUMNS, {
+                "id": list(range(start + 1, start + 1 + n)), "endpoint": [endpoint] * n,
+                "created_at": [datetime.now(UTC)] * n, "payload": list(payloads),
+                "delivered_at": [None] * n}, replace=False)
+
+    def outbox_has(self, endpoint: str, payload: str) -> bool:
+        """Whether this very message was ever queued (notices are sent once)."""
+        return bool(self._rows("SELECT 1 FROM outbox WHERE endpoint = ? AND payload = ? LIMIT 1",
+                               [endpoint, payload]))
+
+    def outbox_pending(self, endpoint: str) -> list[OutboxItem]:
+        rows = self._rows("SELECT id, payload FROM outbox WHERE endpoint = ? AND delivered_at "
+                          "IS NULL ORDER BY id", [endpoint])
+        return [OutboxItem(int(r[0]), str(r[1])) for r in rows]
+
+    def outbox_delivered(self, ids: Sequence[int]) -> None:
+        with self._connect() as con:
+            con.execute("UPDATE outbox SET delivered_at = ? WHERE list_contains(?, id)",
+                        [datetime.now(UTC), list(ids)])

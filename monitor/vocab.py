@@ -1,0 +1,62 @@
+"""The words the monitor stores, exports and prints, each defined once.
+
+StrEnum members are their strings (`CallStatus.OK == "ok"`), so they go to
+DuckDB, JSON and Prometheus labels unchanged; code compares with the member,
+never with a literal.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["FINISHED", "LABELS", "POOLED", "STATE_VALUE", "AlertState", "CallStatus", "RunStatus",
+           "Variant"]
+
+
+class CallStatus(StrEnum):
+    """What became of one probe call (probe_calls.status, bias_monitor_probes_total)."""
+
+    OK = "ok"  # answered and all three scores read
+    FAILED = "failed"  # no usable answer after bounded retries
+    UNPARSEABLE = "unparseable"  # answered, but no complete in-range set of scores
+    REFUSED = "refused"  # answered with a refusal
+
+
+class RunStatus(StrEnum):
+    """Where a run stands (runs.status)."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    PARTIAL = "partial"  # stopped early by the daily budget; its statistics are made
+    FAILED = "failed"  # no statistics: nothing could be scored, or closed unresumed
+    INTERRUPTED = "interrupted"  # resumable
+
+
+#: Runs with statistics: what reports, baselines and gauges read.
+FINISHED: tuple[RunStatus, ...] = (RunStatus.COMPLETE, RunStatus.PARTIAL)
+
+
+class Variant(StrEnum):
+    """Prompt variants: plain; chain-of-thought; female and male persona of the asker."""
+
+    PLAIN = "plain"
+    COT = "cot"
+    FEMALE = "female"
+    MALE = "male"
+
+
+class AlertState(StrEnum):
+    """A cell's drift state (alert_state.state; bias_monitor_alert_state 0 / 1 / 2)."""
+
+    OK = "ok"
+    PENDING = "pending"
+    FIRING = "firing"
+
+
+STATE_VALUE: dict[str, int] = {AlertState.OK: 0, AlertState.PENDING: 1, AlertState.FIRING: 2}
+
+#: The scenario name of the pooled cells (every scenario together).
+POOLED = "all"
+
+#: The labels the three options of a triplet carry in a prompt.
+LABELS: tuple[str, str, str] = ("A", "B", "C")
