@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -40,6 +40,14 @@ def _gauge(name: str, doc: str, labels: list[str], values: dict[Any, float]) -> 
     for key, value in sorted(values.items()):
         g.add_metric(list(key) if isinstance(key, tuple) else [key], float(value))
     return g
+
+
+def _counter(name: str, doc: str, labels: list[str],
+             values: Mapping[Any, float]) -> CounterMetricFamily:
+    c = CounterMetricFamily(P + name, doc, labels=labels)
+    for key, value in sorted(values.items()):
+        c.add_metric(list(key) if isinstance(key, tuple) else [key], float(value))
+    return c
 
 
 class BiasCollector(Collector):
@@ -74,45 +82,18 @@ class BiasCollector(Collector):
         yield _gauge("weakness_share", "Share of weaknesses among the points listed for a "
                      "country's options, in its own language (local) or the others (foreign).",
                      ["endpoint", "country", "locality"], s.weakness_share)
-        probes = CounterMetricFamily(P + "probes", "Probe calls by outcome.",
-                                     labels=["endpoint", "status"])
-        for (ep, status), n in sorted(s.probes.items()):
-            probes.add_metric([ep, status], n)
-        yield probes
-        failures = CounterMetricFamily(P + "run_failures", "Scheduled runs that failed (no "
-                                       "results, a crash, storage), since start.",
-                                       labels=["endpoint"])
-        for ep, n in sorted(s.run_failures.items()):
-            failures.add_metric([ep], n)
-        yield failures
-        skipped = CounterMetricFamily(P + "runs_skipped", "Scheduled slots skipped because the "
-                                      "previous run was still going, since start.",
-                                      labels=["endpoint"])
-        for ep, n in sorted(s.runs_skipped.items()):
-            skipped.add_metric([ep], n)
-        yield skipped
-        slack = CounterMetricFamily(P + "alert_delivery_failures", "Slack deliveries that "
-                                    "failed (kept in the outbox and retried), since start.",
-                                    labels=["endpoint"])
-        for ep, n in sorted(s.delivery_failures.items()):
-            slack.add_metric([ep], n)
-        yield slack
-        tokens = CounterMetricFamily(P + "tokens", "Tokens used.", labels=["endpoint",
-                                                                          "direction"])
-        for (ep, direction), n in sorted(s.tokens.items()):
-            tokens.add_metric([ep, direction], n)
-        yield tokens
-        cost = CounterMetricFamily(P + "cost_usd", "Cost in USD of the calls whose price is "
-                                   "known (absent when none is).", labels=["endpoint"])
-        for ep, usd in sorted(s.cost.items()):
-            cost.add_metric([ep], usd)
-        yield cost
-        unpriced = CounterMetricFamily(P + "probes_unpriced", "Answered calls whose cost is "
-                                       "unknown (no price known to LiteLLM or configured).",
-                                       labels=["endpoint"])
-        for ep, n in sorted(s.unpriced.items()):
-            unpriced.add_metric([ep], n)
-        yield unpriced
+        yield _counter("probes", "Probe calls by outcome.", ["endpoint", "status"], s.probes)
+        yield _counter("run_failures", "Scheduled runs that failed (no results, a crash, "
+                       "storage), since start.", ["endpoint"], s.run_failures)
+        yield _counter("runs_skipped", "Scheduled slots skipped because the previous run was "
+                       "still going, since start.", ["endpoint"], s.runs_skipped)
+        yield _counter("alert_delivery_failures", "Slack deliveries that failed (kept in the "
+                       "outbox and retried), since start.", ["endpoint"], s.delivery_failures)
+        yield _counter("tokens", "Tokens used.", ["endpoint", "direction"], s.tokens)
+        yield _counter("cost_usd", "Cost in USD of the calls whose price is known (absent when "
+                       "none is).", ["endpoint"], s.cost)
+        yield _counter("probes_unpriced", "Answered calls whose cost is unknown (no price "
+                       "known to LiteLLM or configured).", ["endpoint"], s.unpriced)
         hist = HistogramMetricFamily(P + "probe_latency_seconds", "Latency of answered probe "
                                      "calls (seconds).", labels=["endpoint"])
         for ep, (counts, total, n) in sorted(s.latency.items()):

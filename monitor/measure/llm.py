@@ -112,7 +112,8 @@ class LLMClient:
                  limiter: RateLimiter | None = None,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  clock: Callable[[], float] = time.monotonic,
-                 jitter: Callable[[], float] = random.random) -> None:
+                 jitter: Callable[[], float] = random.random,
+                 backoff_base_s: float | None = None) -> None:
         self.endpoint = endpoint
         self.limiter = limiter or RateLimiter(endpoint.rpm, endpoint.max_concurrency,
                                               clock=clock, sleep=sleep)
@@ -121,6 +122,7 @@ class LLMClient:
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
+        self._backoff_base_s = _BACKOFF_BASE_S if backoff_base_s is None else backoff_base_s
 
     async def complete(self, messages: list[dict[str, str]]) -> CallResult:
         ep = self.endpoint
@@ -146,7 +148,7 @@ class LLMClient:
                 wait = _retry_after(exc)
             if attempt > ep.max_retries:
                 break
-            backoff = min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1))
+            backoff = min(_BACKOFF_CAP_S, self._backoff_base_s * 2 ** (attempt - 1))
             await self._sleep(wait if wait is not None else backoff * (0.5 + self._jitter()))
         return CallResult(None, error, self._clock() - started, None, None, None, None, None,
                           attempt)

@@ -1,6 +1,6 @@
 """Which triplets a run asks, in which variant and option order.
 
-Design (../shared/docs/statistics.md, "Sampling"):
+Design (docs/statistics.md, "Sampling"):
 - The unit is the triplet, asked in every configured language with one
   variant (paired design); a run never repeats a triplet.
 - Strata are scenario x target country. A cycle is one seeded permutation of

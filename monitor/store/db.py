@@ -27,7 +27,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -76,10 +76,13 @@ class Database:
     """A monitor database in one DuckDB file, opened per operation."""
 
     def __init__(self, path: Path | str, *, lock_timeout_s: float = 30.0,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
         self.read_only = read_only
+        self._sleep = sleep  # the waits for another process's lock
+        self._clock = clock
         self._held: dict[int, duckdb.DuckDBPyConnection] = {}
         if not self.path.parent.exists():
             raise StoreError(f"{self.path}: folder {self.path.parent} does not exist; create it "
@@ -127,7 +130,7 @@ class Database:
 
     @contextmanager
     def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        deadline = time.monotonic() + self.lock_timeout_s
+        deadline = self._clock() + self.lock_timeout_s
         delay = 0.02
         while True:
             try:
@@ -138,8 +141,8 @@ class Database:
                 # DuckDB's "Could not set lock on file ... Conflicting lock is held";
                 # a bare "lock" would also match "block" in a corrupt-file error.
                 busy = _LOCKED.search(text) is not None
-                if busy and time.monotonic() < deadline:
-                    time.sleep(delay)  # another process is writing: wait for its turn
+                if busy and self._clock() < deadline:
+                    self._sleep(delay)  # another process is writing: wait for its turn
                     delay = min(delay * 2, 0.5)
                     continue
                 if busy:
