@@ -111,7 +111,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="kill-stress-"))
     arrivals = work / "arrivals.log"
-    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai", "--delay", "0.05",
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "server.py"), "--delay", "0.05",
                                "--log-arrivals", str(arrivals)], cwd=ROOT,
                               stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None

@@ -4,7 +4,7 @@
                                      [--modes monitor,litellm,openai,monitor-before]
                                      [--before e512c75]
 
-Starts the local OpenAI-protocol server (tests/openai_server.py) in ANOTHER
+Starts the local OpenAI-protocol server (bench/server.py) in ANOTHER
 process with a fixed latency, then measures, interleaved in one run (the
 machine is shared, so only numbers from the same run are compared):
 
@@ -66,7 +66,7 @@ def main() -> None:
         return
     concs = [int(c) for c in args.concurrency.split(",")]
     modes = args.modes.split(",")
-    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai", "--delay",
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "server.py"), "--delay",
                                str(args.latency)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     raw: list[dict[str, Any]] = []
     try:

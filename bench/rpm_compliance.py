@@ -3,7 +3,7 @@
     python bench/rpm_compliance.py [--minutes 10] [--rpm 120] [--concurrency 8]
                                    [--latency 0.01]
 
-Starts the local OpenAI-protocol server (tests/openai_server.py) in another
+Starts the local OpenAI-protocol server (bench/server.py) in another
 process with `--log-arrivals`, so every request's arrival time is stamped by
 the server, then keeps monitor.measure.llm.LLMClient (rpm and concurrency as a real
 endpoint) busy for the whole run: more work than the limit allows, so the
@@ -48,7 +48,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "arrivals.txt"
         server = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.openai", "--delay", str(args.latency),
+            [sys.executable, str(ROOT / "bench" / "server.py"), "--delay", str(args.latency),
              "--log-arrivals", str(log_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
         try:
             assert server.stdout is not None

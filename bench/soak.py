@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -76,35 +74,25 @@ def main() -> None:
     args = ap.parse_args()
 
     from monitor.store import Store
-    from tests.support.helpers import openai_endpoint, write_config
-    from tests.support.openai import Reply, Request, options_in, serve
-
-    rng = random.Random(5)
-    lock = threading.Lock()
-
-    def answer(req: Request) -> Reply:
-        with lock:
-            roll = rng.random()
-        if roll < args.fault_rate / 4:
-            return Reply(status=429, headers={"Retry-After": "1"})
-        if roll < args.fault_rate / 2:
-            return Reply(status=500)
-        if roll < 3 * args.fault_rate / 4:
-            return Reply("no scores, sorry")
-        if roll < args.fault_rate:
-            return Reply(json.dumps({k: {"score": 6} for k in options_in(req.user)}),
-                         delay_s=3.0)
-        return Reply(json.dumps({k: {"score": 4 + i} for i, k in
-                                 enumerate(options_in(req.user))}), delay_s=0.05)
 
     tmp = Path(tempfile.mkdtemp(prefix="soak-"))
     samples: list[dict[str, float]] = []
-    with serve(answer) as server:
-        cfg = write_config(tmp, [openai_endpoint(server.api_base, max_concurrency=8,
-                                                 timeout_s=10, max_retries=2)],
-                           schedule={"every": args.every, "cron": None},
-                           sampling={"triplets_per_run": args.triplets},
-                           metrics={"host": "127.0.0.1", "port": 0})
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "server.py"), "--delay",
+                               "0.05", "--fault-rate", str(args.fault_rate)],
+                              stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    port = server.stdout.readline().strip()
+    try:
+        cfg = tmp / "monitor.yaml"
+        cfg.write_text(json.dumps({
+            "storage": {"path": str(tmp / "monitor.duckdb")},
+            "endpoints": [{"name": "local", "model": "openai/bench-model",
+                           "api_base": f"http://127.0.0.1:{port}/v1", "api_key_env": None,
+                           "max_concurrency": 8, "rpm": 100000, "timeout_s": 10,
+                           "max_retries": 2}],
+            "schedule": {"every": args.every, "cron": None},
+            "sampling": {"triplets_per_run": args.triplets},
+            "metrics": {"host": "127.0.0.1", "port": 0}}))
         log = (tmp / "daemon.log").open("w")
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "run", "--config",
                                  str(cfg), "--log-level", "WARNING"], cwd=ROOT,
@@ -124,6 +112,8 @@ def main() -> None:
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=60)
             log.close()
+    finally:
+        server.kill()
     runs = Store(tmp / "monitor.duckdb").runs("local")
     durations = [(r.finished_at - r.started_at).total_seconds() for r in runs if r.finished_at]
     half = samples[len(samples) // 2:]

@@ -13,9 +13,9 @@ of scores below, so a vectorised replica draws the same scores for the same
 triplets; section `generator_check` compares the real path (Sampler ->
 build_prompt -> simulated.answer -> parse_answer) with the replica's exact score
 distribution on one configuration. Triplets come from the real Sampler's
-rotation (cycle_order), per-run MD from monitor.stats.md_table (coverage) or a
-numpy replica checked equal to md_table (drift sweeps), JSD from
-monitor.stats.jsd_table, and the alert state from monitor.watch.drift.step with the
+rotation (cycle_order), per-run MD from the product's engine (bench/frames.py,
+coverage) or a numpy replica checked equal to it (drift sweeps), JSD from the
+engine too, and the alert state from monitor.watch.drift.step with the
 daemon's observation rules (watch.py: MIN_CELL_N, the SE floor from the baseline).
 """
 
@@ -37,10 +37,10 @@ from scipy.stats import chi2 as chi2_dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.frames import jsd_table, md_table
 from monitor.catalog import VARIANTS, Catalog, load_catalog
-from monitor.stats import jsd_bits, jsd_table, md_table
+from monitor.stats import MIN_CELL_N, jsd_bits
 from monitor.watch.drift import FIRING, OK, CellState, Observation, step
-from monitor.watch.evaluate import MIN_CELL_N
 
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
 SCENARIOS = ["relocation", "travel", "university"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from monitor.stats.jsd import N_BOOT, N_PERM, JSDRow, jsd_rows
@@ -17,7 +18,8 @@ from monitor.stats.weakness import WeaknessRow, weakness_rows
 from monitor.store import Store
 from monitor.vocab import CallStatus
 
-__all__ = ["CoverageRow", "Summary", "jsd_of", "md_of", "summarise", "weakness_of"]
+__all__ = ["CoverageRow", "Summary", "jsd_of", "md_jsd_of", "md_of", "summarise",
+           "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
 
@@ -43,12 +45,24 @@ class Summary:
     model_ids: list[str]
 
 
+#: Runs per query of a by-run computation: memory stays flat over a long history.
+CHUNK_RUNS = 2000
+
+
+def _chunks(run_ids: Sequence[str], by_run: bool) -> list[list[str]]:
+    ids = sorted(run_ids)
+    if not by_run:
+        return [ids]
+    return [ids[i:i + CHUNK_RUNS] for i in range(0, len(ids), CHUNK_RUNS)] or [[]]
+
+
 def md_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
           local_countries: LocalCountries, *, by_run: bool = False,
           variant: str | None = None) -> list[MDRow]:
     local = local_pairs(languages, local_countries)
-    return md_rows(store.md_sums(run_ids, languages, local, by_run=by_run, variant=variant),
-                   local)
+    countries = [c for c, _ in local]
+    return [r for part in _chunks(run_ids, by_run) for r in md_rows(
+        store.unit_scores(part, languages, countries, by_run=by_run, variant=variant), local)]
 
 
 def jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str], *,
@@ -56,8 +70,31 @@ def jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str], *,
            n_perm: int = N_PERM, n_boot: int = N_BOOT) -> list[JSDRow]:
     """`seed`: one for all (pooled), or the seed of each run (by_run)."""
     seeds = seed if isinstance(seed, Mapping) else {"pooled": seed}
-    data = store.jsd_scores(run_ids, languages, by_run=by_run, variant=variant)
-    return jsd_rows(data, languages, seeds, n_perm=n_perm, n_boot=n_boot)
+    return [r for part in _chunks(run_ids, by_run) for r in jsd_rows(
+        store.unit_scores(part, languages, [], by_run=by_run, variant=variant), seeds,
+        n_perm=n_perm, n_boot=n_boot)]
+
+
+def md_jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
+              local_countries: LocalCountries, *, seeds: Mapping[str, int],
+              n_perm: int = N_PERM, n_boot: int = N_BOOT) -> tuple[list[MDRow], list[JSDRow]]:
+    """MD and JSD of each run (by_run), from one read of the units per chunk of runs;
+    the next chunk is read while the kernels work on this one."""
+    local = local_pairs(languages, local_countries)
+    countries = [c for c, _ in local]
+    md: list[MDRow] = []
+    jsd: list[JSDRow] = []
+    chunks = _chunks(run_ids, True)
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        ahead = reader.submit(store.unit_scores, chunks[0], languages, countries, by_run=True)
+        for k in range(len(chunks)):
+            units = ahead.result()
+            if k + 1 < len(chunks):
+                ahead = reader.submit(store.unit_scores, chunks[k + 1], languages, countries,
+                                      by_run=True)
+            md += md_rows(units, local)
+            jsd += jsd_rows(units, seeds, n_perm=n_perm, n_boot=n_boot)
+    return md, jsd
 
 
 def weakness_of(store: Store, run_ids: Sequence[str],

@@ -21,12 +21,15 @@ it is batched with.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from monitor.store import JSDScores
+from monitor.store import UnitScores
 from monitor.vocab import POOLED
 
 __all__ = ["BINS", "N_BOOT", "N_PERM", "OVERALL", "JSDRow", "jsd_bits", "jsd_rows"]
@@ -36,6 +39,7 @@ N_PERM = 200
 N_BOOT = 1000
 OVERALL = "overall"
 _CHUNK = 64  # groups per numpy batch: ~0.5 MB per group and array, so memory stays flat
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -110,43 +114,81 @@ def _cells(run: np.ndarray, scen: np.ndarray) -> list[tuple[str, list[tuple[str,
     return out
 
 
-def jsd_rows(data: JSDScores, languages: Sequence[str], seeds: Mapping[str, int], *,
-             n_perm: int = N_PERM, n_boot: int = N_BOOT) -> list[JSDRow]:
+def jsd_rows(units: UnitScores, seeds: Mapping[str, int], *, n_perm: int = N_PERM,
+             n_boot: int = N_BOOT) -> list[JSDRow]:
     """Excess JSD per (group, scenario | "all", language | "overall"), each group
     with its seed's draws, in the order group (sorted), scenario (sorted, "all" last),
     language."""
-    run, scen, u, li, score = (data.unit_group, data.unit_scenario, data.u, data.li, data.score)
-    n_l = len(languages)
-    b = np.clip(np.floor(score + 0.5).astype(int), 1, BINS) - 1  # scores 1..10 -> bins
-    counts = np.bincount((u * n_l + li) * BINS + b, minlength=len(run) * n_l * BINS).reshape(
-        len(run), n_l, BINS).astype(float)
-    groups: dict[tuple[int, tuple[int, ...]], list[tuple[str, list[tuple[str, np.ndarray]]]]] = {}
-    for run_id, cells in _cells(run, scen):
-        key = (int(seeds.get(run_id, 0)), tuple(i.size for _, i in cells))
-        groups.setdefault(key, []).append((run_id, cells))
-    rows: list[JSDRow] = []
+    languages = units.languages
+    n_u, n_l, _ = units.scores.shape
+    run = np.array(units.groups, dtype=object)[units.group] if n_u else np.zeros(0, object)
+    scen = np.array(units.scenarios, dtype=object)[units.scenario] if n_u else run
+    b = np.clip((units.scores + 50) // 100, 1, BINS) - 1  # hundredths 100..1000 -> bins
+    cell_of = (np.arange(n_u)[:, None, None] * n_l + np.arange(n_l)[None, :, None]) * BINS
+    counts = np.bincount((cell_of + b).ravel(), minlength=n_u * n_l * BINS).reshape(
+        n_u, n_l, BINS).astype(float)
     langs = [*languages, OVERALL]
-    for (seed, sizes), members in groups.items():
-        rng = np.random.default_rng(seed)  # draws cell after cell, as for one group alone
-        for j, size in enumerate(sizes):
-            order = np.argsort(rng.random((n_perm, size, n_l)), axis=2)
-            weights = rng.multinomial(size, np.full(size, 1.0 / size), size=n_boot)
-            onehot = (order[..., None] == np.arange(n_l)).astype(float)  # perm, unit, l, l'
-            perm_t = onehot.transpose(1, 3, 2, 0).reshape(size * n_l, n_l * n_perm)
-            weights_t = np.ascontiguousarray(weights.T, dtype=float)
-            for k in range(0, len(members), _CHUNK):
-                part = members[k:k + _CHUNK]
-                cell = np.stack([counts[c[j][1]] for _, c in part])  # groups, units, l, bins
-                values = _jsd_chunk(cell, perm_t, weights_t).reshape(len(part), len(langs), -1)
-                for (group, cells), v in zip(part, values, strict=True):
-                    rows += [JSDRow(cells[j][0], lang, float(x[0]), float(x[1]), float(x[2]),
-                                    float(x[3]), size, float(x[5]), float(x[6]), float(x[7]),
-                                    group=str(group)) for lang, x in zip(langs, v, strict=True)]
+    # A group draws its cells' shuffles and bootstrap weights from its seed, cell
+    # after cell: cell j's draws depend only on (seed, the sizes of cells 0..j). Groups
+    # that share that prefix share the draws, so they are drawn once and evaluated
+    # together - the numbers of a run are those it gets alone.
+    draws = _Draws(n_l, n_perm, n_boot)
+    members: dict[tuple[int, tuple[int, ...]], list[tuple[str, str, np.ndarray]]] = {}
+    for run_id, cells in _cells(run, scen):
+        seed, sizes = int(seeds.get(run_id, 0)), tuple(i.size for _, i in cells)
+        for j, (name, idx) in enumerate(cells):
+            members.setdefault((seed, sizes[:j + 1]), []).append((run_id, name, idx))
+    tasks = [(part, key[1][-1], *draws.get(*key)) for key, group in members.items()
+             for part in (group[k:k + _CHUNK] for k in range(0, len(group), _CHUNK))]
+
+    def evaluate(task: tuple[Any, ...]) -> list[JSDRow]:
+        part, size, perm_t, weights_t = task
+        cell = np.stack([counts[idx] for _, _, idx in part])  # groups, units, l, bins
+        values = _jsd_chunk(cell, perm_t, weights_t).reshape(len(part), len(langs), -1)
+        return [JSDRow(name, lang, float(x[0]), float(x[1]), float(x[2]), float(x[3]), size,
+                       float(x[5]), float(x[6]), float(x[7]), group=str(group))
+                for (group, name, _), v in zip(part, values, strict=True)
+                for lang, x in zip(langs, v, strict=True)]
+
+    # The draws are made above, in order; evaluating a chunk is deterministic numpy
+    # that releases the GIL, so chunks run on every core (their table lookups dominate).
+    if len(tasks) > 1:
+        with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+            rows = [r for part in pool.map(evaluate, tasks) for r in part]
+    else:
+        rows = [r for t in tasks for r in evaluate(t)]
     grp_order = {g: i for i, g in enumerate(sorted(set(run.tolist())))}
     lang_order = {lang: i for i, lang in enumerate(langs)}
     rows.sort(key=lambda r: (grp_order[r.group], r.scenario == POOLED, r.scenario,
                              lang_order[r.language]))
     return rows
+
+
+class _Draws:
+    """The shuffles (as a one-hot matrix) and bootstrap weights of cell j of a group
+    with this seed and cell sizes[:j+1], made once: the generator's state after each
+    prefix is kept, so a prefix's next cell is drawn as in one group's own run."""
+
+    def __init__(self, n_l: int, n_perm: int, n_boot: int) -> None:
+        self.n_l, self.n_perm, self.n_boot = n_l, n_perm, n_boot
+        self._state: dict[tuple[int, tuple[int, ...]], Mapping[str, Any]] = {}
+        self._made: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+
+    def get(self, seed: int, sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        key = (seed, sizes)
+        if key not in self._made:
+            rng = np.random.default_rng(seed)
+            if len(sizes) > 1:
+                self.get(seed, sizes[:-1])  # the generator's state after the earlier cells
+                rng.bit_generator.state = self._state[(seed, sizes[:-1])]
+            size, n_l = sizes[-1], self.n_l
+            order = np.argsort(rng.random((self.n_perm, size, n_l)), axis=2)
+            weights = rng.multinomial(size, np.full(size, 1.0 / size), size=self.n_boot)
+            self._state[key] = rng.bit_generator.state
+            onehot = (order[..., None] == np.arange(n_l)).astype(float)  # perm, unit, l, l'
+            perm_t = onehot.transpose(1, 3, 2, 0).reshape(size * n_l, n_l * self.n_perm)
+            self._made[key] = (perm_t, np.ascontiguousarray(weights.T, dtype=float))
+        return self._made[key]
 
 
 def _quantiles(x: np.ndarray, qs: tuple[float, ...]) -> list[np.ndarray]:

@@ -10,9 +10,11 @@ options of country C, with s[l, j] the score of option j asked in language l:
 A positive MD means C's options score higher when asked in C's language than
 on average over all languages; DiD tells bias (C's options move against the
 others asked in the same language) from a language-wide leniency (all move).
-Cells per scenario and pooled ("all": every unit of every scenario). The sums
-come exact from DuckDB (monitor.store.inputs); this kernel turns them into
-estimates, for one run or many (one group each).
+Cells per scenario and pooled ("all": every unit of every scenario), for one
+run or many (one group each). Scores are integers (hundredths of a point) and
+each difference is scaled by 6 L 100 (k, the unit's options of the country,
+and 3 - k divide 6), so every sum is an exact integer: the estimate does not
+depend on the order of summation, nor on what a run is batched with.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from monitor.stats.units import t_interval
-from monitor.store import MDSums
+from monitor.store import UnitScores
 from monitor.vocab import POOLED
 
 __all__ = ["MDRow", "local_pairs", "md_rows"]
@@ -55,27 +57,71 @@ def local_pairs(languages: Sequence[str], local_countries: Mapping[str, Sequence
     return [(c, lang) for lang in languages for c in local_countries.get(lang, ())]
 
 
-def md_rows(sums: MDSums, local: Sequence[tuple[str, str]]) -> list[MDRow]:
+def _sums(key: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Exact int64 sums of `values` per distinct `key` (sorted keys)."""
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if k.size else k
+    return k[starts] if k.size else k, [np.add.reduceat(v[order], starts) if k.size else v
+                                        for v in values]
+
+
+def _mean_var(n: np.ndarray, s1: np.ndarray, s2: np.ndarray,
+              scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sample variance of the scaled integers; n s2 - s1^2 in Python's exact ints."""
+    mean = np.where(n > 0, s1 / np.maximum(n, 1) / scale, math.nan)
+    num = np.array([float(int(a) * int(b) - int(c) * int(c)) for a, b, c in zip(n, s2, s1,
+                                                                                 strict=True)])
+    var = np.where(n >= 2, num / np.maximum(n * (n - 1.0), 1) / scale**2, math.nan)
+    return mean, var
+
+
+def md_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[MDRow]:
     """The cells, ordered by group (sorted: run ids sort by time), country (as
     `local`), then scenario (sorted, the pooled cell last)."""
-    if sums.n.size == 0:
+    n_u, n_l, _ = units.scores.shape
+    if n_u == 0:
         return []
-    n = sums.n.astype(float)
-    scale = sums.scale
-    md = sums.sum_d / (n * scale)
-    var = np.where(n >= 2, sums.var_d / np.maximum(n * (n - 1), 1) / scale**2, math.nan)
-    se, lo, hi = t_interval(n, md, var)
-    ne = sums.n_e.astype(float)
-    did = np.where(ne > 0, sums.sum_e / np.maximum(ne, 1) / scale, math.nan)
-    var_e = np.where(ne >= 2, sums.var_e / np.maximum(ne * (ne - 1), 1) / scale**2, math.nan)
-    _, dlo, dhi = t_interval(ne, did, var_e)
+    lang_index = {lang: i for i, lang in enumerate(units.languages)}
+    total = units.scores.sum(axis=1)  # (u, 3): each option's sum over languages
+    code = {c: i for i, c in enumerate(units.countries)}
+    scale = 6.0 * n_l * 100
+    n_scen = len(units.scenarios) + 1  # the last: pooled
+    rows: list[MDRow] = []
+    parts = []
+    for ci, (country, lang) in enumerate(local):
+        if country not in code or lang not in lang_index:
+            continue
+        mine = units.country == code[country]  # (u, 3)
+        k = mine.sum(axis=1)
+        has = k > 0
+        if not has.any():
+            continue
+        nv = n_l * units.scores[:, lang_index[lang], :] - total  # (u, 3)
+        a = (nv * mine).sum(axis=1)[has]
+        b = (nv * ~mine).sum(axis=1)[has]
+        kk, m = k[has], 3 - k[has]
+        d = a * (6 // kk)
+        e = np.where(m > 0, d - b * (6 // np.maximum(m, 1)), 0)
+        g, sc = units.group[has].astype(np.int64), units.scenario[has].astype(np.int64)
+        for scen in (sc, np.full(sc.size, n_scen - 1)):  # per scenario, then pooled
+            key = (g * n_scen + scen) * len(local) + ci
+            parts.append(_sums(key, np.ones_like(d), d, d * d, (m > 0).astype(np.int64),
+                               e, e * e))
+    for key, (n, s1, s2, ne, e1, e2) in parts:
+        md, var = _mean_var(n, s1, s2, scale)
+        se, lo, hi = t_interval(n, md, var)
+        did, var_e = _mean_var(ne, e1, e2, scale)
+        _, dlo, dhi = t_interval(ne, did, var_e)
+        for i, kv in enumerate(key.tolist()):
+            ci = kv % len(local)
+            scen = (kv // len(local)) % n_scen
+            gi = kv // len(local) // n_scen
+            country, lang = local[ci]
+            rows.append(MDRow(POOLED if scen == n_scen - 1 else units.scenarios[scen], country,
+                              lang, float(md[i]), float(lo[i]), float(hi[i]), float(se[i]),
+                              int(n[i]), float(did[i]), float(dlo[i]), float(dhi[i]),
+                              units.groups[gi]))
     order = {c: i for i, (c, _) in enumerate(local)}
-    lang = dict(local)
-    group, country, scen = (a.tolist() for a in (sums.group, sums.country, sums.scenario))
-    pooled = sums.pooled.tolist()
-    groups = {g: i for i, g in enumerate(sorted(set(group)))}
-    keys = sorted(range(n.size), key=lambda i: (groups[group[i]], order[country[i]], pooled[i],
-                                                 scen[i]))
-    return [MDRow(POOLED if pooled[i] else str(scen[i]), str(country[i]), lang[country[i]],
-                  float(md[i]), float(lo[i]), float(hi[i]), float(se[i]), int(sums.n[i]),
-                  float(did[i]), float(dlo[i]), float(dhi[i]), str(group[i])) for i in keys]
+    rows.sort(key=lambda r: (r.group, order[r.country], r.scenario == POOLED, r.scenario))
+    return rows

@@ -14,7 +14,7 @@
 
 from monitor.store import owner
 from monitor.store.db import file_system, size_text
-from monitor.store.inputs import CallSummary, JSDScores, MDSums, WeaknessSums
+from monitor.store.inputs import CallSummary, UnitScores, WeaknessSums
 from monitor.store.records import (
     AlertEvent,
     Baseline,
@@ -34,5 +34,5 @@ from monitor.store.store import Store
 
 __all__ = ["APP", "CALL_COLUMNS", "MIGRATIONS", "SCORE_COLUMNS", "STAT_COLUMNS", "AlertEvent",
            "Baseline", "CallSummary", "CallTotals", "CellRecord", "ExportResult", "FileSystem",
-           "JSDScores", "MDSums", "OptionMean", "OutboxItem", "RunRow", "RunSummary", "StatRow",
-           "Store", "Usage", "WeaknessSums", "file_system", "owner", "size_text"]
+           "OptionMean", "OutboxItem", "RunRow", "RunSummary", "StatRow",
+           "Store", "UnitScores", "Usage", "WeaknessSums", "file_system", "owner", "size_text"]

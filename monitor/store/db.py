@@ -83,6 +83,7 @@ class Database:
         self.read_only = read_only
         self._sleep = sleep  # the waits for another process's lock
         self._clock = clock
+        self._threads: int | None = None
         self._held: dict[int, duckdb.DuckDBPyConnection] = {}
         if not self.path.parent.exists():
             raise StoreError(f"{self.path}: folder {self.path.parent} does not exist; create it "
@@ -91,6 +92,10 @@ class Database:
             raise StoreError(f"{self.path}: no such database; check storage.path")
         with self._connect() as con:
             self._migrate(con)
+
+    def configure(self, *, threads: int | None = None) -> None:
+        """DuckDB's worker threads for this store's connections (benchmarks pin them)."""
+        self._threads = threads
 
     def close(self) -> None:
         """Nothing is held between operations; kept for `with Store(...)`."""
@@ -155,6 +160,10 @@ class Database:
                                      "bias-monitor database") from None
                 raise self._classify(exc) from None
         try:
+            # No progress bar: a long query must not draw on a report's or a run's stderr.
+            con.execute("SET enable_progress_bar = false")
+            if self._threads:
+                con.execute(f"SET threads = {int(self._threads)}")
             yield con
         except duckdb.Error as exc:
             raise self._classify(exc) from None

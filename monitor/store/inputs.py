@@ -1,17 +1,15 @@
-"""The statistics' inputs, aggregated inside DuckDB for one run or a year of them.
+"""The statistics' inputs, reduced inside DuckDB for one run or a year of them.
 
 Every statistic has one engine (monitor.stats): the queries here reduce the
 stored scores to what its kernel needs, the same query for one run and for
 40,000 (docs/statistics.md):
 
-- complete units: a unit is one triplet of one run answered in every asked
-  language with all three scores (a score row exists only for an `ok` call);
-- MD / DiD: per (group, scenario | pooled, country) the count and the EXACT
-  integer sums of the per-unit differences. Scores are counted in hundredths
-  and each difference is scaled by 6 L 100 (k, the unit's options of the
-  country, and 3 - k divide 6), so every sum is an integer: the result does
-  not depend on DuckDB's (parallel, unordered) summation;
-- JSD: the complete units' scores as (unit, language, score) columns;
+- complete units (MD, DiD, JSD): a unit is one triplet of one run answered in
+  every asked language with all three scores (a score row exists only for an
+  `ok` call). DuckDB pivots the scores to one row per (unit, option) with a
+  column per language, in hundredths of a point (integers: the kernels sum
+  them exactly, whatever the order); ids travel as small integer codes, so a
+  million units cost tens of MB;
 - weakness share: per unit and country the weaknesses and points listed in the
   country's language and in the others;
 - coverage and the call summary of runs.
@@ -29,54 +27,24 @@ import numpy as np
 from monitor.store.db import Database
 from monitor.vocab import CallStatus
 
-__all__ = ["CallSummary", "InputStore", "JSDScores", "MDSums", "WeaknessSums"]
-
-#: The scale of an integer difference: d = sum / (SCALE * languages).
-SCALE = 600
-
-_BASE = """sel AS (SELECT unnest($runs::VARCHAR[]) AS run_id),
-s AS (SELECT s.run_id, s.triplet_id, s.label, s.country, s.language, s.score,
-             CAST(round(s.score * 100) AS BIGINT) AS v
-      FROM scores s SEMI JOIN sel USING (run_id) {variant}
-      WHERE list_contains($langs, s.language)),
-lab AS (SELECT run_id, triplet_id, label, any_value(country) AS country, count(*) AS k,
-               sum(v) AS total FROM s GROUP BY run_id, triplet_id, label),
-unit AS (SELECT run_id, triplet_id FROM lab WHERE k = len($langs)
-         GROUP BY run_id, triplet_id HAVING count(*) = 3)"""
+__all__ = ["CallSummary", "InputStore", "UnitScores", "WeaknessSums"]
 
 _VARIANT = ("SEMI JOIN (SELECT run_id, triplet_id FROM probe_calls WHERE variant = $variant "
-            "AND list_contains($runs, run_id)) USING (run_id, triplet_id)")
+            "AND run_id >= $first AND run_id <= $last) USING (run_id, triplet_id)")
 
-_MD = """WITH {base},
-whole AS (SELECT lab.* FROM lab SEMI JOIN unit USING (run_id, triplet_id)),
-loc AS (SELECT unnest($countries::VARCHAR[]) AS c, unnest($locals::VARCHAR[]) AS lang),
-uc AS (SELECT DISTINCT f.run_id, f.triplet_id, loc.c, loc.lang FROM whole f
-       JOIN loc ON f.country = loc.c),
-dev AS (SELECT uc.run_id, uc.triplet_id, uc.c, f.country = uc.c AS mine,
-               len($langs) * s.v - f.total AS nv
-        FROM uc JOIN whole f USING (run_id, triplet_id)
-        JOIN s ON s.run_id = f.run_id AND s.triplet_id = f.triplet_id AND s.label = f.label
-             AND s.language = uc.lang),
-per AS (SELECT run_id, triplet_id, c,
-               sum(nv) FILTER (WHERE mine) AS a, count(*) FILTER (WHERE mine) AS k,
-               sum(nv) FILTER (WHERE NOT mine) AS b, count(*) FILTER (WHERE NOT mine) AS m
-        FROM dev GROUP BY run_id, triplet_id, c),
-x AS (SELECT {grp} AS grp, split_part(triplet_id, '/', 1) AS scenario, c,
-             a * (6 // k) AS d, CASE WHEN m > 0 THEN a * (6 // k) - b * (6 // m) END AS e
-      FROM per)
-SELECT grp, grouping(scenario) = 1 AS pooled, coalesce(scenario, '') AS scenario, c AS country,
-       count(*) AS n, CAST(sum(d) AS DOUBLE) AS sum_d,
-       CAST(count(*) * sum(d * d) - sum(d) * sum(d) AS DOUBLE) AS var_d,
-       count(e) AS n_e, CAST(sum(e) AS DOUBLE) AS sum_e,
-       CAST(count(e) * sum(e * e) - sum(e) * sum(e) AS DOUBLE) AS var_e
-FROM x GROUP BY GROUPING SETS ((grp, scenario, c), (grp, c))"""
-
-_JSD = """WITH {base}
-SELECT {grp} AS grp, split_part(s.triplet_id, '/', 1) AS scenario,
-       dense_rank() OVER (ORDER BY {grp}, s.run_id, s.triplet_id) - 1 AS u,
-       list_position($langs, s.language) - 1 AS li, s.score
-FROM s SEMI JOIN unit USING (run_id, triplet_id)
-ORDER BY u, li, s.label"""
+# One row per (run, triplet, label) of the selected runs: the run's position in
+# the selection, the triplet's and the option's codes, and a score column per
+# language (NULL where that language's answer is missing). The range predicate
+# lets DuckDB skip the row groups of other runs (runs are written in order).
+_UNITS = """WITH sel AS (SELECT unnest($runs::VARCHAR[]) AS run_id,
+                        generate_subscripts($runs::VARCHAR[], 1) - 1 AS ri)
+SELECT sel.ri, hash(s.triplet_id) AS t, split_part(s.triplet_id, '/', 1) AS sc,
+       coalesce(list_position($countries, any_value(s.country)), 0) - 1 AS c, count(*) AS k,
+       {cols}
+FROM scores s JOIN sel USING (run_id) {variant}
+WHERE s.run_id >= $first AND s.run_id <= $last AND list_contains($langs, s.language)
+GROUP BY sel.ri, s.triplet_id, s.label
+ORDER BY sel.ri, s.triplet_id, s.label"""
 
 _WEAK = """WITH sel AS (SELECT unnest($runs::VARCHAR[]) AS run_id),
 loc AS (SELECT unnest($countries::VARCHAR[]) AS c, unnest($locals::VARCHAR[]) AS lang)
@@ -91,32 +59,21 @@ WHERE s.strengths IS NOT NULL AND s.weaknesses IS NOT NULL
 GROUP BY ALL ORDER BY grp, s.country, s.run_id, s.triplet_id"""
 
 @dataclass(frozen=True)
-class MDSums:
-    """Per (group, scenario, country): n units, the sum of their scaled differences d
-    and n*sum(d^2) - sum(d)^2 (exact before the cast); the same for DiD's e."""
+class UnitScores:
+    """The complete units of the selected runs, in (run, triplet) order.
 
+    scores[u, l, j]: hundredths of a point of option j (label A, B, C) of unit u
+    asked in `languages[l]`; country[u, j] indexes `countries` (-1: another
+    country), scenario[u] `scenarios`, group[u] `groups`."""
+
+    languages: list[str]
+    groups: list[str]
     group: np.ndarray
-    pooled: np.ndarray  # True: every scenario together (the scenario is "")
+    scenarios: list[str]
     scenario: np.ndarray
+    countries: list[str]
     country: np.ndarray
-    n: np.ndarray
-    sum_d: np.ndarray
-    var_d: np.ndarray
-    n_e: np.ndarray
-    sum_e: np.ndarray
-    var_e: np.ndarray
-    scale: float  # d = value / scale
-
-
-@dataclass(frozen=True)
-class JSDScores:
-    """Complete units' scores: unit u's group and scenario; (u, language index, score)."""
-
-    unit_group: np.ndarray
-    unit_scenario: np.ndarray
-    u: np.ndarray
-    li: np.ndarray
-    score: np.ndarray
+    scores: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -145,36 +102,42 @@ def _group(by_run: bool) -> str:
 
 
 class InputStore(Database):
-    def md_sums(self, run_ids: Sequence[str], languages: Sequence[str],
-                local: Sequence[tuple[str, str]], *, by_run: bool = False,
-                variant: str | None = None) -> MDSums:
-        """`local`: (country, its local language) for the countries to estimate."""
-        base = _BASE.format(variant=_VARIANT if variant else "")
-        grp = "run_id" if by_run else "'pooled'"
-        sql = _MD.format(base=base, grp=grp)
+    def unit_scores(self, run_ids: Sequence[str], languages: Sequence[str],
+                    countries: Sequence[str], *, by_run: bool = False,
+                    variant: str | None = None) -> UnitScores:
+        """The complete units of `run_ids` (one query; callers chunk long selections)."""
+        ids = sorted(run_ids)
+        n_l = len(languages)
+        if not ids:
+            return UnitScores(list(languages), [], np.zeros(0, np.int32), [],
+                              np.zeros(0, np.int32), list(countries),
+                              np.zeros((0, 3), np.int32), np.zeros((0, n_l, 3), np.int64))
+        cols = ", ".join(f"max(CAST(round(s.score * 100) AS INTEGER)) FILTER (WHERE "
+                         f"s.language = $langs[{i + 1}]) AS s{i}" for i in range(n_l))
         params: dict[str, object] = {
-            "runs": list(run_ids), "langs": list(languages),
-            "countries": [c for c, _ in local], "locals": [lang for _, lang in local]}
+            "runs": ids, "langs": list(languages), "countries": list(countries),
+            "first": ids[0], "last": ids[-1]}
         if variant:
             params["variant"] = variant
-        cols = self._named(sql, params)
-        return MDSums(cols["grp"], cols["pooled"].astype(bool), cols["scenario"],
-                      cols["country"], cols["n"],
-                      cols["sum_d"], cols["var_d"], cols["n_e"], cols["sum_e"], cols["var_e"],
-                      float(SCALE * len(languages)))
-
-    def jsd_scores(self, run_ids: Sequence[str], languages: Sequence[str], *,
-                   by_run: bool = False, variant: str | None = None) -> JSDScores:
-        base = _BASE.format(variant=_VARIANT if variant else "")
-        sql = _JSD.format(base=base, grp=_group(by_run))
-        params: dict[str, object] = {"runs": list(run_ids), "langs": list(languages)}
-        if variant:
-            params["variant"] = variant
-        cols = self._named(sql, params)
-        u = cols["u"].astype(np.int64)
-        first = np.flatnonzero(np.r_[True, u[1:] != u[:-1]]) if u.size else u
-        return JSDScores(cols["grp"][first], cols["scenario"][first], u,
-                         cols["li"].astype(np.int64), cols["score"].astype(float))
+        cols_ = self._named(_UNITS.format(cols=cols, variant=_VARIANT if variant else ""),
+                            params)
+        ri, t, k = cols_["ri"], cols_["t"], cols_["k"]
+        score = np.stack([cols_[f"s{i}"] for i in range(n_l)], axis=1)
+        unit = np.r_[0, np.cumsum((ri[1:] != ri[:-1]) | (t[1:] != t[:-1]))] if ri.size else ri
+        full = k == n_l  # every language answered for this option
+        n_units = int(unit[-1]) + 1 if unit.size else 0
+        labels = np.bincount(unit, minlength=n_units)
+        good = np.bincount(unit, weights=full, minlength=n_units)
+        keep_unit = (labels == 3) & (good == 3)
+        rows = keep_unit[unit]
+        score = np.asarray(score[rows], dtype=np.int64).reshape(-1, 3, n_l).transpose(0, 2, 1)
+        first = rows & np.r_[True, unit[1:] != unit[:-1]]
+        group = (ri[first] if by_run else np.zeros(int(first.sum()))).astype(np.int32)
+        scenarios, scenario = np.unique(cols_["sc"][first].astype(str), return_inverse=True)
+        return UnitScores(list(languages), ids if by_run else ["pooled"], group,
+                          [str(x) for x in scenarios], scenario.astype(np.int32),
+                          list(countries), cols_["c"][rows].astype(np.int32).reshape(-1, 3),
+                          score)
 
     def weakness_sums(self, run_ids: Sequence[str], local: Sequence[tuple[str, str]], *,
                       by_run: bool = False) -> WeaknessSums:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from monitor.config import AUTO_BASELINE_RUNS, Alerts, Thresholds
-from monitor.stats import JSDRow, MDRow, jsd_of, md_of, se_floor, tested
+from monitor.stats import JSDRow, MDRow, md_jsd_of, md_of, se_floor, tested
 from monitor.store import Store
 from monitor.vocab import FINISHED
 from monitor.watch.drift import CellState, Observation, step
@@ -80,13 +80,17 @@ def history(store: Store, endpoint: str, local_countries: Mapping[str, Sequence[
     in_base = set(baseline_runs)
     order = [r.run_id for r in runs if r.run_id not in in_base]
     shown = [r.run_id for r in runs if since is None or r.started_at >= since]
-    with store.session():
-        base = md_of(store, baseline_runs, languages, local_countries)
-        # The CUSUM of a run depends on every run before it: the MD of all, replayed.
-        md = md_of(store, [r.run_id for r in runs], languages, local_countries, by_run=True)
-        j = (jsd_of(store, shown, languages, seed={r.run_id: r.seed for r in runs},
-                    by_run=True) if jsd else [])
+    seeds = {r.run_id: r.seed for r in runs}
+    keep = set(shown)
+    base = md_of(store, baseline_runs, languages, local_countries)
+    # The CUSUM of a run depends on every run before it: the MD of all, replayed.
+    earlier = [r.run_id for r in runs if r.run_id not in keep]
+    md = md_of(store, earlier, languages, local_countries, by_run=True) if earlier else []
+    if jsd:
+        shown_md, j = md_jsd_of(store, shown, languages, local_countries, seeds=seeds)
+    else:
+        shown_md, j = md_of(store, shown, languages, local_countries, by_run=True), []
+    md = sorted([*md, *shown_md], key=lambda r: r.group)  # stable: a run's cells keep order
     states = replay(md, base, order, thresholds=thresholds or Thresholds(),
                     alerts=alerts or Alerts())
-    keep = set(shown)
     return History(shown, [r for r in md if r.group in keep], j, states)

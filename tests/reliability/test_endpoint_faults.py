@@ -1,7 +1,7 @@
 """Fault injection: `monitor probe --once --json` against endpoints that misbehave.
 
 Every scenario runs the real command in-process (monitor.cli.main) against a real
-local server (tests/openai_server.py, or a raw socket server that hangs up), through
+local server (tests/support/openai.py, or a raw socket server that hangs up), through
 LiteLLM, into a real DuckDB file, and checks the same invariants (`_check_run`,
 `_check_server`):
 

@@ -1,25 +1,23 @@
-"""Analytics at scale (issue 7 item 4): statistics over 100k..1M stored probe calls.
+"""Statistics at scale (issue 13 item 3): every statistic of a year of a fleet recomputed.
 
-    python bench/analytics_scale.py [--sizes 100k,250k,500k,1M] [--threads 2]
-                                    [--pandas-max 100k] [--workdir DIR]
+    python bench/history_scale.py [--sizes 1M,3M,10M] [--threads 2] [--workdir DIR]
 
-For each size N a DuckDB file with the monitor's real schema (monitor/store.py
-migrations) gets N probe calls generated INSIDE DuckDB (range() and hash(),
+For each size N a DuckDB file with the monitor's schema (its own migrations)
+gets N probe calls generated INSIDE DuckDB (range() and hash(),
 deterministic): runs of 40 triplets x 6 languages = 240 calls, one endpoint,
 the real catalog's triplets of 3 scenarios, 3 scores per answered call
 (1..10, option quality + an injected local-language bias CN .9, KR .6, JP .4,
-FR .3, US/GB .1 + noise), ~0.8% failed and ~0.4% unparseable calls. Then,
-each in a FRESH subprocess (so ru_maxrss is that measurement's peak):
-  latest  - MD/DiD/JSD with CIs and the drift state for the endpoint's latest run
-            (target < 2 s)
-  history - every run's MD/JSD with CIs and the drift states over all runs
-            (target < 30 s)
-both on the current pandas path (Store.scores_frame + stats.md_table /
-jsd_table per run; history only up to --pandas-max, it is minutes at 1M) and
-on the DuckDB path (monitor/analytics.py). Children run with DuckDB
-`SET threads = --threads` (default 2) and OPENBLAS_NUM_THREADS=1. Writes
-bench/results/analytics_scale.json and analytics_scale.png; the DuckDB files
-(~1 GB) go to a temporary folder that is removed, unless --workdir keeps them.
+FR .3, US/GB .1 + noise), ~0.8% failed and ~0.4% unparseable calls; 10M
+calls is 41,666 runs, a fleet of 19 endpoints at 6-hourly runs for a year.
+Then, each in a FRESH subprocess (ru_maxrss is that measurement's peak), the
+monitor's one engine (monitor.stats, monitor.watch.history) computes:
+  latest  - the latest run's MD/DiD, JSD, weakness share and coverage with CIs,
+            the baseline's MD and the drift step of every cell (target < 2 s)
+  history - every run's MD/DiD and JSD with CIs and the drift states replayed
+            over all runs (target < 60 s, < 4 GB)
+DuckDB `SET threads = --threads` (default 2), OPENBLAS_NUM_THREADS=1. Writes
+bench/results/history_scale.json and .png; the DuckDB files (~5 GB at 10M) go
+to a temporary folder that is removed, unless --workdir keeps them.
 """
 
 from __future__ import annotations
@@ -55,20 +53,26 @@ def _size(text: str) -> int:
 
 def generate(path: Path, calls: int) -> dict[str, Any]:
     """N probe calls (rounded to whole runs) with their scores, in three INSERTs."""
+    import duckdb  # the generator's own SQL; the monitor reads it back through its store
+
     from monitor.catalog import load_catalog
     from monitor.store import Store
 
     catalog = load_catalog()
-    store = Store(path)
+    Store(path)  # the monitor's schema, by its own migrations
     n_runs = max(1, calls // (TRIPLETS * len(LANGS)))
     scen = sorted(catalog.scenarios)
     trip = [(si, k, t) for si, s in enumerate(scen)
             for k, t in enumerate(catalog.scenarios[s].triplets())]
     opts = [(s, o.id, o.country) for s in scen for o in catalog.scenarios[s].options.values()]
     t0 = time.perf_counter()
-    with store.session():
-        store.query(
-            "INSERT INTO runs SELECT printf('bench-0-%06d', r), $1, 'simulated/bench', true, r, 0, "
+    con = duckdb.connect(str(path))
+    try:
+        con.execute(
+            "INSERT INTO runs (run_id, endpoint, model, simulated, run_index, seed, "
+            "catalog_version, scenarios, languages, variants, triplets, planned_calls, "
+            "started_at, finished_at, status) "
+            "SELECT printf('bench-0-%06d', r), $1, 'simulated/bench', true, r, 0, "
             "$2, $3, $4, '[\"plain\", \"cot\", \"female\", \"male\"]', $5, $5 * 6, "
             "TIMESTAMPTZ '2026-01-01 00:00:00+00' + r * INTERVAL 30 MINUTE, "
             "TIMESTAMPTZ '2026-01-01 00:02:00+00' + r * INTERVAL 30 MINUTE, 'complete' "
@@ -77,7 +81,7 @@ def generate(path: Path, calls: int) -> dict[str, Any]:
         per_scen = [sum(1 for t in trip if t[0] == i) for i in range(len(scen))]
         # Slot s of run r asks scenario s % 3 and walks that scenario's triplets, so a
         # run never repeats a triplet and the runs rotate through the catalog.
-        store.query(
+        con.execute(
             "INSERT INTO probe_calls WITH trip AS (SELECT unnest($1::INT[]) AS si, "
             "unnest($2::INT[]) AS k, unnest($3::VARCHAR[]) AS tid, unnest($4::VARCHAR[]) AS "
             "scenario, unnest($5::VARCHAR[]) AS target, unnest($6::VARCHAR[]) AS pair, "
@@ -102,7 +106,7 @@ def generate(path: Path, calls: int) -> dict[str, Any]:
              [t[2].pair_id for t in trip], [",".join(t[2].option_ids) for t in trip],
              per_scen, n_runs, TRIPLETS, LANGS, ENDPOINT, catalog.version, RAW])
         local = {c: lang for lang, cs in catalog.languages.items() for c in cs}
-        store.query(
+        con.execute(
             "INSERT INTO scores WITH opt AS (SELECT unnest($1::VARCHAR[]) AS scenario, "
             "unnest($2::VARCHAR[]) AS option_id, unnest($3::VARCHAR[]) AS country), "
             "bias AS (SELECT unnest($4::VARCHAR[]) AS country, unnest($5::VARCHAR[]) AS loc, "
@@ -123,8 +127,11 @@ def generate(path: Path, calls: int) -> dict[str, Any]:
             "FROM lab l JOIN opt o USING (scenario, option_id) LEFT JOIN bias b USING (country)",
             [[o[0] for o in opts], [o[1] for o in opts], [o[2] for o in opts], list(BIAS),
              [local[c] for c in BIAS], list(BIAS.values())])
-        counts = {t: int(store.query(f"SELECT count(*) FROM {t}")[0][0])
+        counts = {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0])
                   for t in ("runs", "probe_calls", "scores")}
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
     return {**counts, "generate_s": round(time.perf_counter() - t0, 2),
             "file_mb": round(path.stat().st_size / 1e6, 1)}
 
@@ -135,62 +142,43 @@ def _rss_mb() -> float:
 
 def measure(path: Path, what: str, threads: int) -> dict[str, Any]:
     """One measurement in this (fresh) process; peak RSS includes the imports."""
-    import pandas as pd
-
     from monitor.catalog import load_catalog
-    from monitor.stats import jsd_table, md_table
+    from monitor.config import Alerts, Thresholds
+    from monitor.stats import md_of, summarise
     from monitor.store import Store
-    from monitor.watch import history as analytics
+    from monitor.watch import history, replay
 
-    local = {lang: list(c) for lang, c in load_catalog().languages.items()}
+    local = load_catalog().languages
     store = Store(path)
+    store.configure(threads=threads)
     rss_imports = _rss_mb()
     t0, cpu0 = time.perf_counter(), time.process_time()
+    runs = store.runs(ENDPOINT)
+    base = [r.run_id for r in runs[:20]]
     with store.session():
-        store.query(f"SET threads = {threads}")
-        store.query("SET enable_progress_bar = false")
-        runs = store.runs(ENDPOINT)
-        ids, base = [r.run_id for r in runs], [r.run_id for r in runs[:10]]
-        latest = runs[-1]
-        if what == "latest-pandas":
-            sc = store.scores_frame([latest.run_id])
-            md = md_table(sc, LANGS, local).assign(run_id=latest.run_id)
-            jsd = jsd_table(sc, LANGS, seed=latest.seed)
-            bmd = md_table(store.scores_frame(base), LANGS, local)
-            states = analytics.drift_replay(md, bmd, [latest.run_id])
-        elif what == "latest-sql":
-            md = analytics.md_frame(store, LANGS, local, run_ids=[latest.run_id])
-            jsd = analytics.jsd_frame(store, LANGS, {latest.run_id: latest.seed},
-                                      run_ids=[latest.run_id])
-            bmd = analytics.md_frame(store, LANGS, local, run_ids=base, pooled=True)
-            states = analytics.drift_replay(md, bmd, [latest.run_id])
-        elif what == "history-pandas":
-            mds, jsds = [], []
-            for k in range(0, len(ids), 50):  # 50 runs per query: one scan per batch
-                sc = store.scores_frame(ids[k:k + 50])
-                for run_id, part in sc.groupby("run_id", sort=False):
-                    mds.append(md_table(part, LANGS, local).assign(run_id=run_id))
-                    jsds.append(jsd_table(part, LANGS, seed=0))
-            md, jsd = pd.concat(mds), pd.concat(jsds)
-            bmd = md_table(store.scores_frame(base), LANGS, local)
-            states = analytics.drift_replay(md, bmd, ids[10:])
-        else:  # history-sql
-            hist = analytics.history(store, ENDPOINT, baseline_runs=base)
-            md, jsd = hist[hist["kind"] == "md"], hist[hist["kind"] == "jsd"]
-            states = hist[hist["state"].notna()]
+        if what == "latest":
+            latest = runs[-1]
+            s = summarise(store, latest.run_id, LANGS, local, seed=latest.seed)
+            bmd = md_of(store, base, LANGS, local)
+            states = replay([*s.md], bmd, ["pooled"], thresholds=Thresholds(),
+                            alerts=Alerts())
+            out = {"md_rows": len(s.md), "jsd_rows": len(s.jsd), "state_rows": len(states)}
+        else:
+            hist = history(store, ENDPOINT, local, baseline_runs=base)
+            out = {"md_rows": len(hist.md), "jsd_rows": len(hist.jsd),
+                   "state_rows": len(hist.states)}
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     # CPU seconds (all threads) next to wall time: the host is shared, wall time
     # moves with the neighbours' load, CPU time much less.
     return {"what": what, "seconds": round(seconds, 3), "cpu_s": round(cpu, 3),
-            "peak_rss_mb": round(_rss_mb(), 1),
-            "rss_after_imports_mb": round(rss_imports, 1), "runs": len(runs),
-            "md_rows": len(md), "jsd_rows": len(jsd), "state_rows": len(states)}
+            "peak_rss_mb": round(_rss_mb(), 1), "rss_after_imports_mb": round(rss_imports, 1),
+            "runs": len(runs), **out}
 
 
-def _child(*args: str, blas_threads: int = 1) -> dict[str, Any]:
+def _child(*args: str) -> dict[str, Any]:
     # One BLAS thread: on a shared 2-core host OpenBLAS's spinning threads made
-    # the JSD GEMMs 3-4x slower (measured 18 s vs 4 s for history at 100k).
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": str(blas_threads)}
+    # the JSD GEMMs 3-4x slower.
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True,
                          text=True, env=env)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -210,9 +198,8 @@ def _slope(xs: list[float], ys: list[float]) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="100k,250k,500k,1M")
-    ap.add_argument("--threads", type=int, default=2, help="DuckDB threads (SET threads)")
-    ap.add_argument("--pandas-max", default="100k", help="largest size for pandas history")
+    ap.add_argument("--sizes", default="1M,3M,10M")
+    ap.add_argument("--threads", type=int, default=2, help="DuckDB threads")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the DuckDB files here")
     ap.add_argument("--generate", nargs=2, metavar=("PATH", "CALLS"), help=argparse.SUPPRESS)
     ap.add_argument("--measure", nargs=2, metavar=("PATH", "WHAT"), help=argparse.SUPPRESS)
@@ -224,54 +211,46 @@ def main() -> None:
         print(json.dumps(measure(Path(args.measure[0]), args.measure[1], args.threads)))
         return
     sizes = [_size(s) for s in args.sizes.split(",")]
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="analytics-scale-"))
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="history-scale-"))
     work.mkdir(parents=True, exist_ok=True)
+    rows = []
     try:
-        rows = _run_sizes(args, sizes, work)
+        for n in sizes:
+            path = work / f"calls-{n}.duckdb"
+            gen = (_child("--generate", str(path), str(n)) if not path.exists()
+                   else {"reused": True})
+            gen["file_mb"] = round(path.stat().st_size / 1e6, 1)
+            row: dict[str, Any] = {"calls_requested": n, "generate": gen}
+            for what in ("latest", "history"):
+                row[what] = _child("--threads", str(args.threads), "--measure", str(path), what)
+                print(f"{n:>9} {what:<8} {row[what]['seconds']:8.2f} s  cpu "
+                      f"{row[what]['cpu_s']:7.2f} s  peak {row[what]['peak_rss_mb']:7.1f} MB",
+                      file=sys.stderr)
+            rows.append(row)
     finally:
-        if args.workdir is None:  # ~1 GB of DuckDB files for the default sizes
+        if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
     growth = {w: _slope([float(r["calls_requested"]) for r in rows],
-                        [r[w]["seconds"] for r in rows])
-              for w in ("latest-pandas", "latest-sql", "history-sql")}
-    doc = {"command": "python bench/analytics_scale.py --sizes " + args.sizes,
+                        [r[w]["seconds"] for r in rows]) for w in ("latest", "history")}
+    doc = {"command": "python bench/history_scale.py --sizes " + args.sizes,
            "duckdb_threads": args.threads, "openblas_threads": 1, "cpus": os.cpu_count(),
            "load_average_at_end": os.getloadavg(), "growth_exponent": growth,
-           "targets": {"latest_s": 2, "history_s": 30, "peak_rss_mb": 2048}, "sizes": rows}
+           "targets": {"latest_s": 2, "history_s": 60, "peak_rss_mb": 4096}, "sizes": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "analytics_scale.json").write_text(json.dumps(doc, indent=2) + "\n")
+    (RESULTS / "history_scale.json").write_text(json.dumps(doc, indent=2) + "\n")
     _figure(rows)
     print(json.dumps(doc, indent=2))
-
-
-def _run_sizes(args: argparse.Namespace, sizes: list[int], work: Path) -> list[dict[str, Any]]:
-    rows = []
-    for n in sizes:
-        path = work / f"calls-{n}.duckdb"
-        gen = (_child("--generate", str(path), str(n)) if not path.exists()
-               else {"reused": True, "file_mb": round(path.stat().st_size / 1e6, 1)})
-        row: dict[str, Any] = {"calls_requested": n, "generate": gen}
-        whats = ["latest-pandas", "latest-sql", "history-sql"]
-        if n <= _size(args.pandas_max):
-            whats.append("history-pandas")
-        for what in whats:
-            row[what] = _child("--threads", str(args.threads), "--measure", str(path), what)
-            print(f"{n:>9} {what:<15} {row[what]['seconds']:8.2f} s  "
-                  f"peak {row[what]['peak_rss_mb']:7.1f} MB", file=sys.stderr)
-        rows.append(row)
-    return rows
 
 
 def _figure(rows: list[dict[str, Any]]) -> None:
     from monitor.report.figures import Series, line_chart
 
     xs = [float(r["calls_requested"]) for r in rows]
-    series = [Series(w, [x for x, r in zip(xs, rows, strict=True) if w in r],
-                     [r[w]["seconds"] for r in rows if w in r])
-              for w in ("latest-sql", "latest-pandas", "history-sql", "history-pandas")]
-    line_chart(RESULTS / "analytics_scale.png", [s for s in series if s.x],
-               title="Analytics time vs stored probe calls", xlabel="stored probe calls",
-               ylabel="seconds", hlines={"latest target 2 s": 2.0, "history target 30 s": 30.0},
+    series = [Series(w, xs, [r[w]["seconds"] for r in rows]) for w in ("latest", "history")]
+    line_chart(RESULTS / "history_scale.png", series,
+               title="Recomputing the statistics vs stored probe calls",
+               xlabel="stored probe calls", ylabel="seconds",
+               hlines={"latest target 2 s": 2.0, "history target 60 s": 60.0},
                logx=True, logy=True)
 
 
