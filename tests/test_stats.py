@@ -222,3 +222,26 @@ def test_jsd_excess_is_near_zero_without_bias(shipped_catalog: Catalog, tmp_path
         # ...whereas the plug-in value alone is clearly above 0 (its small-n bias).
         assert row.plugin_bits > 0.003
     assert abs(float(np.mean([r.jsd_bits for r in overall]))) < 0.003
+
+
+@pytest.mark.parametrize("n", [30, 360, 1200])
+def test_jsd_lookup_table_and_direct_terms_agree_exactly(n: int) -> None:
+    # A long history looks T(c, g) up in a table, one run computes it directly
+    # (no 6-12 MB table in a probe run): a run's numbers must not depend on which.
+    from monitor.stats.jsd import _Table
+
+    table, direct = _Table(n, 6, lookups=10**12), _Table(n, 6, lookups=0)
+    assert table.flat is not None and direct.flat is None
+    rng = np.random.default_rng(n)
+    c = rng.integers(0, n + 1, (10, 400))
+    g = c + rng.integers(0, 5 * n + 1, (10, 400))
+    index = (c * table.stride + g).astype(np.float32 if table.size < 2**24 else float)
+    assert np.array_equal(table.jsd(index), direct.jsd(index))
+    # and both are the JSD of the histograms they index (n scores in a language,
+    # 6 n pooled)
+    hist_c = rng.multinomial(n, np.full(10, 0.1)).astype(float)
+    hist_g = hist_c + rng.multinomial(5 * n, np.linspace(1, 2, 10) / 15)
+    idx = (hist_c * table.stride + hist_g)[:, None]
+    expected = float(jsd_bits(hist_c, hist_g))
+    assert expected > 1e-3
+    assert abs(float(direct.jsd(idx)[0]) - expected) < 1e-12

@@ -40,6 +40,7 @@ N_BOOT = 1000
 OVERALL = "overall"
 _CHUNK = 64  # groups per numpy batch: ~0.5 MB per group and array, so memory stays flat
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
+_SERIAL_TASKS = 8  # one run's cells (scenarios + pooled) are evaluated without a pool
 
 
 @dataclass(frozen=True)
@@ -85,18 +86,41 @@ class _Table:
     log2(2Ln) - log2(n)/2 - log2(Ln)/2 + sum_k T(c_k, g_k) / (2Ln) with
     T(c, g) = L f(c) + f(g) - f(Lc + g), f = x log2 x: one lookup per bin, not
     jsd_bits' three log2 (a long history's bootstrap has ~10^9 bins). The index
-    stride c + g comes straight out of the GEMM that builds the histograms."""
+    stride c + g comes straight out of the GEMM that builds the histograms.
+    The table is built only when a chunk looks up more bins than it has entries
+    (a long history); one run's few lookups evaluate T directly, with the same
+    operations, so the numbers are the same and a probe run does not carry the
+    table (6 MB for a 120-unit run, twice that while it is built)."""
 
-    def __init__(self, n: int, n_l: int) -> None:
-        cs, gs = np.arange(n + 1, dtype=float)[:, None], np.arange(n_l * n + 1, dtype=float)
-        self.flat = (n_l * _xlog2x(cs) + _xlog2x(gs) - _xlog2x(n_l * cs + gs)).ravel()
+    def __init__(self, n: int, n_l: int, lookups: int) -> None:
+        self.n_l = n_l
         self.stride = float(n_l * n + 1)
+        self.size = (n + 1) * (n_l * n + 1)
         self.norm = 2.0 * n_l * n
         self.const = math.log2(self.norm) - math.log2(n) / 2 - math.log2(n_l * n) / 2
+        self.flat: np.ndarray | None = None
+        if lookups > self.size:
+            cs = np.arange(n + 1, dtype=float)[:, None]
+            self.flat = self._terms(cs, np.arange(n_l * n + 1, dtype=float)).ravel()
+
+    def _terms(self, c: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """T(c, g), broadcasting, with one scratch array besides the result."""
+        out: np.ndarray = np.add(self.n_l * c, g)
+        scratch = np.maximum(out, 1.0)
+        np.log2(scratch, out=scratch)
+        np.multiply(out, scratch, out=out)  # f(Lc + g)
+        np.add(self.n_l * _xlog2x(c), _xlog2x(g), out=scratch)
+        np.subtract(scratch, out, out=out)
+        return out
 
     def jsd(self, index: np.ndarray) -> np.ndarray:
-        out: np.ndarray = np.clip(
-            self.const + self.flat[index.astype(np.int32)].sum(axis=0) / self.norm, 0.0, None)
+        if self.flat is not None:
+            terms = self.flat[index.astype(np.int32)]
+        else:
+            i = index.astype(np.int64)
+            c, g = np.divmod(i, int(self.stride))
+            terms = self._terms(c.astype(float), g.astype(float))
+        out: np.ndarray = np.clip(self.const + terms.sum(axis=0) / self.norm, 0.0, None)
         return out
 
 
@@ -140,19 +164,28 @@ def jsd_rows(units: UnitScores, seeds: Mapping[str, int], *, n_perm: int = N_PER
             members.setdefault((seed, sizes[:j + 1]), []).append((run_id, name, idx))
     tasks = [(part, key[1][-1], *draws.get(*key)) for key, group in members.items()
              for part in (group[k:k + _CHUNK] for k in range(0, len(group), _CHUNK))]
+    # One lookup table per cell size, shared by every chunk of that size (read-only);
+    # built only where its lookups outnumber its entries (a history, not one run).
+    lookups: dict[int, int] = {}
+    for part, size, _, _ in tasks:
+        lookups[size] = lookups.get(size, 0) + BINS * len(part) * n_l * (n_perm + n_boot + 1)
+    tables = {size: _Table(3 * size, n_l, count) for size, count in lookups.items()}
 
     def evaluate(task: tuple[Any, ...]) -> list[JSDRow]:
         part, size, perm_t, weights_t = task
         cell = np.stack([counts[idx] for _, _, idx in part])  # groups, units, l, bins
-        values = _jsd_chunk(cell, perm_t, weights_t).reshape(len(part), len(langs), -1)
+        values = _jsd_chunk(cell, perm_t, weights_t, tables[size]).reshape(
+            len(part), len(langs), -1)
         return [JSDRow(name, lang, float(x[0]), float(x[1]), float(x[2]), float(x[3]), size,
                        float(x[5]), float(x[6]), float(x[7]), group=str(group))
                 for (group, name, _), v in zip(part, values, strict=True)
                 for lang, x in zip(langs, v, strict=True)]
 
     # The draws are made above, in order; evaluating a chunk is deterministic numpy
-    # that releases the GIL, so chunks run on every core (their table lookups dominate).
-    if len(tasks) > 1:
+    # that releases the GIL, so a history's chunks run on every core (their table
+    # lookups dominate). One run's few cells stay on this thread: worker threads'
+    # malloc arenas would add ~10 MB to a probe run's peak for no time saved.
+    if len(tasks) > _SERIAL_TASKS:
         with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
             rows = [r for part in pool.map(evaluate, tasks) for r in part]
     else:
@@ -185,8 +218,14 @@ class _Draws:
             order = np.argsort(rng.random((self.n_perm, size, n_l)), axis=2)
             weights = rng.multinomial(size, np.full(size, 1.0 / size), size=self.n_boot)
             self._state[key] = rng.bit_generator.state
-            onehot = (order[..., None] == np.arange(n_l)).astype(float)  # perm, unit, l, l'
-            perm_t = onehot.transpose(1, 3, 2, 0).reshape(size * n_l, n_l * self.n_perm)
+            # The one-hot of the shuffles, written straight into its GEMM layout
+            # [(unit, l'), (l, perm)] = 1 where shuffle perm sends l to l': no boolean
+            # cube and no transposed copy; float32 holds 0/1 exactly (half the memory).
+            cube = np.zeros((size, n_l, n_l, self.n_perm), dtype=np.float32)
+            p_i, u_i, l_i = (np.arange(k).reshape([-1 if a == i else 1 for a in range(3)])
+                             for i, k in enumerate(order.shape))
+            cube[u_i, order, l_i, p_i] = 1.0
+            perm_t = cube.reshape(size * n_l, n_l * self.n_perm)
             self._made[key] = (perm_t, np.ascontiguousarray(weights.T, dtype=float))
         return self._made[key]
 
@@ -203,11 +242,12 @@ def _quantiles(x: np.ndarray, qs: tuple[float, ...]) -> list[np.ndarray]:
     return out
 
 
-def _jsd_chunk(cell: np.ndarray, perm_t: np.ndarray, weights_t: np.ndarray) -> np.ndarray:
+def _jsd_chunk(cell: np.ndarray, perm_t: np.ndarray, weights_t: np.ndarray,
+               table: _Table) -> np.ndarray:
     """The JSD cells of a stack of groups sharing the draws: a row per (group,
     language + overall) with excess, ci_lower, ci_upper, p, n, plug-in, JS distance
     in bits and in nats. perm_t: (unit, l') x (l, perm) one-hot of the shuffles;
-    weights_t: unit x bootstrap replicate."""
+    weights_t: unit x bootstrap replicate; table: the T(c, g) of this cell size."""
     n_r, n_u, n_l, bins = cell.shape
     n_perm = perm_t.shape[1] // n_l
     p = cell.sum(axis=1)
@@ -215,13 +255,17 @@ def _jsd_chunk(cell: np.ndarray, perm_t: np.ndarray, weights_t: np.ndarray) -> n
     plug = jsd_bits(p, g[:, None, :])
     per_unit = cell.sum(axis=3)
     assert (per_unit == 3).all(), "complete units hold 3 scores per language"
-    table = _Table(3 * n_u, n_l)
     # Permutation null and bootstrap: one GEMM each over every run of the chunk,
     # giving the table index stride c + g directly (integer counts: exact sums).
     # float32 GEMMs (twice as fast) while every index is an integer float32 holds exactly
-    ft = np.float32 if table.flat.size < 2**24 else np.float64
+    ft = np.float32 if table.size < 2**24 else np.float64
     x = cell.transpose(3, 0, 1, 2).reshape(bins * n_r, n_u * n_l).astype(ft)
-    null_idx = (x @ (table.stride * perm_t + 1.0).astype(ft)).reshape(bins, n_r, n_l, n_perm)
+    # x @ (stride * perm_t + 1) = stride * (x @ perm_t) + (row sums of x): exact integers
+    # either way, without a scaled copy of perm_t
+    null_idx = x @ perm_t.astype(ft, copy=False)
+    null_idx *= table.stride
+    null_idx += x.sum(axis=1, keepdims=True)
+    null_idx = null_idx.reshape(bins, n_r, n_l, n_perm)
     null = table.jsd(null_idx)
     mixed = table.stride * cell + cell.sum(axis=2, keepdims=True)
     xb = mixed.transpose(3, 0, 2, 1).reshape(bins * n_r * n_l, n_u).astype(ft)
