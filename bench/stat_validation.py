@@ -4,9 +4,9 @@
         [--h-grid 3,4,5,5.5,6,6.5,7,8,10,12] [--baseline-runs 20] [--drift-points X]
         [--drift-only] [--quick] [--out PATH]
 
-Writes bench/results/stat_validation.json and PNGs (via monitor/figures.py).
+Writes bench/results/stat_validation.json and PNGs (via monitor/report/figures.py).
 
-The generator is the simulated endpoint's answer model (monitor/simulated.py):
+The generator is the simulated endpoint's answer model (monitor/measure/simulated.py):
 score = clip(round(q_j + b_c [l local to c] + shift_l + N(0, sd)), 1, 10). Asking
 it through prompts and the parser costs ~1 ms a call, too slow for the millions
 of scores below, so a vectorised replica draws the same scores for the same
@@ -16,7 +16,8 @@ distribution on one configuration. Triplets come from the real Sampler's
 rotation (cycle_order), per-run MD from the product's engine (bench/frames.py,
 coverage) or a numpy replica checked equal to it (drift sweeps), JSD from the
 engine too, and the alert state from monitor.watch.drift.step with the
-daemon's observation rules (watch.py: MIN_CELL_N, the SE floor from the baseline).
+daemon's observation rules (monitor/watch/evaluate.py: MIN_CELL_N, the SE floor
+from the baseline).
 """
 
 from __future__ import annotations
@@ -597,7 +598,7 @@ def main() -> None:
            "machine": f"{platform.machine()}, Python {platform.python_version()}",
            "seconds": None,
            "definitions": {
-               "generator": "monitor/simulated.py score model, demo biases (monitor/data/"
+               "generator": "monitor/measure/simulated.py score model, demo biases (monitor/data/"
                             "demo.yaml), noise_sd 1, all 3 scenarios, 6 languages; a numpy "
                             "replica draws the scores (see generator_check)",
                "md_truth": "E[d] over the whole triplet population from the exact rounded-and-"

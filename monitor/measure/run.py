@@ -156,7 +156,7 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     client = client or LLMClient(endpoint, extra_params=extra)
     if progress:
         progress.start(run.run_id, len(todo))
-    writer = Writer(store, run.run_id)
+    writer = Writer(store, run.run_id, resumed=opts.resume is not None)
     writing = asyncio.create_task(writer.run())
     beating = asyncio.create_task(writer.heartbeat())
     guard = CostGuard(opts.max_cost_usd)

@@ -50,10 +50,11 @@ _BEAT = "heartbeat"
 class Writer:
     """Put records (or None at the end) on `queue`; `run()` writes them."""
 
-    def __init__(self, store: Store, run_id: str, *,
+    def __init__(self, store: Store, run_id: str, *, resumed: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.run_id = run_id
+        self.resumed = resumed  # only a resumed run can replace its own failed rows
         self.queue: asyncio.Queue[Record | str | None] = asyncio.Queue()
         self.failure: StoreError | None = None
         self.spool = Spool(store.path, run_id)
@@ -83,7 +84,7 @@ class Writer:
             self._held_since = self._clock()
         self.store.write_batch(columns([c for c, _ in batch], CALL_COLUMNS),
                                columns([s for _, ss in batch for s in ss], SCORE_COLUMNS),
-                               heartbeat=self.run_id)
+                               heartbeat=self.run_id, replaces=self.resumed)
 
     def _release(self) -> None:
         try:

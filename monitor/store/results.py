@@ -29,11 +29,14 @@ __all__ = ["ResultsStore"]
 
 class ResultsStore(Database):
     def write_batch(self, calls: dict[str, list[Any]], scores: dict[str, list[Any]], *,
-                    heartbeat: str | None = None) -> None:
+                    heartbeat: str | None = None, replaces: bool = True) -> None:
         """One transaction: the calls (replacing earlier failed attempts) and scores,
-        and the heartbeat of run `heartbeat`."""
+        and the heartbeat of run `heartbeat`. `replaces=False` (a fresh run: its calls
+        are new keys) skips counting the failed rows replaced, a join with probe_calls
+        that would grow with the history on every batch."""
         with self._connect() as con, self._transaction(con):
-            _count_replaced_failures(con, calls)
+            if replaces:
+                _count_replaced_failures(con, calls)
             insert(con, "probe_calls", CALL_COLUMNS, calls)
             insert(con, "scores", SCORE_COLUMNS, scores)
             if heartbeat is not None:
