@@ -16,8 +16,8 @@ distribution on one configuration. Triplets come from the real Sampler's
 rotation (cycle_order), per-run MD from the product's engine (bench/frames.py,
 coverage) or a numpy replica checked equal to it (drift sweeps), JSD from the
 engine too, and the alert state from monitor.watch.drift.step with the
-daemon's observation rules (monitor/watch/evaluate.py: MIN_CELL_N, the SE floor
-from the baseline).
+daemon's observation rule (monitor.stats.rules.tested: the baseline holds
+MIN_CELL_N of the cell).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.frames import jsd_table, md_table
 from monitor.catalog import VARIANTS, Catalog, load_catalog
-from monitor.stats import MIN_CELL_N, jsd_bits
+from monitor.stats import MIN_CELL_N, jsd_bits, tested
 from monitor.watch.drift import FIRING, OK, CellState, Observation, step
 
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
@@ -313,11 +313,14 @@ def jsd_validation(cat: Catalog, bias: dict[str, float], shift: dict[str, float]
                      for li in range(6)]).astype(float)
     large = jsd_bits(hist, hist.sum(axis=0)[None, :])
     est, lo, hi, plug = (np.zeros((reps, 7)) for _ in range(4))
+    inside, cells = 0, 0  # every cell of the table (each scenario and language): in its CI?
     for r in range(reps):
         idx = gen.runs(seed, n, 1, start=r)[0]
         scores = gen.draw(gen.mu(idx, gen.bias), rng.standard_normal((len(idx), 6, 3)))
         j = jsd_table(gen.frame(idx, scores, np.zeros(len(idx), int), by_scenario=True), LANGS,
                       seed=r)
+        ok = (j["ci_lower"] <= j["jsd_bits"] + 1e-12) & (j["jsd_bits"] <= j["ci_upper"] + 1e-12)
+        inside, cells = inside + int(ok.sum()), cells + len(j)
         j = j[j["scenario"] == "all"].set_index("language").loc[[*LANGS, "overall"]]
         est[r], lo[r], hi[r], plug[r] = (j[c].to_numpy() for c in
                                          ("jsd_bits", "ci_lower", "ci_upper", "plugin_bits"))
@@ -329,6 +332,7 @@ def jsd_validation(cat: Catalog, bias: dict[str, float], shift: dict[str, float]
                 large, large.mean()), 5).tolist(), strict=True)),
             "coverage": dict(zip(names, np.round(cover, 4).tolist(), strict=True)),
             "coverage_min": round(float(cover.min()), 4),
+            "estimate_inside_its_ci": {"cells": cells, "share": round(inside / max(1, cells), 4)},
             "excess_bias": dict(zip(names, np.round(est.mean(0) - truth, 5).tolist(),
                                     strict=True)),
             "plugin_bias": dict(zip(names, np.round(plug.mean(0) - truth, 5).tolist(),
@@ -365,8 +369,8 @@ def drift_data(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pre:
 
 
 def observations(base: np.ndarray, runs: np.ndarray) -> list[list[list[Observation | None]]]:
-    """watch.evaluate's rules: both sides need MIN_CELL_N triplets; the run's SE is
-    floored by the baseline's sd at the run's n. [rep][cell][run]."""
+    """watch.evaluate's rules (monitor.stats.rules.tested: the run holds the cell, the
+    baseline MIN_CELL_N of it with a finite SE). [rep][cell][run]."""
     out: list[list[list[Observation | None]]] = []
     for r in range(runs.shape[1]):
         per_cell = []
@@ -374,11 +378,10 @@ def observations(base: np.ndarray, runs: np.ndarray) -> list[list[list[Observati
             bm, bsd, bn = base[:, r, c]
             seq: list[Observation | None] = []
             for t in range(runs.shape[2]):
-                m, sd, nt = runs[:, r, t, c]
-                if nt >= MIN_CELL_N and bn >= MIN_CELL_N and math.isfinite(sd) and bsd > 0:
-                    se_b = bsd / math.sqrt(bn)
-                    se = max(sd / math.sqrt(nt), se_b * math.sqrt(bn / nt))
-                    seq.append(Observation(m, se, math.nan, math.nan, int(nt), bm, se_b))
+                m, _, nt = runs[:, r, t, c]
+                se_b = bsd / math.sqrt(bn) if bn > 0 else math.nan
+                if tested(int(nt), int(bn), se_b):
+                    seq.append(Observation(m, int(nt), math.nan, math.nan, bm, se_b, int(bn)))
                 else:
                     seq.append(None)
             per_cell.append(seq)
@@ -585,7 +588,7 @@ def main() -> None:
         gen, n, args.md_runs if n == sizes[0] else args.md_runs // 3, args.seed) for n in sizes}
     jsd = {} if args.drift_only else {
         name: {str(n): jsd_validation(cat, DEMO_BIAS, shift, n, args.jsd_reps, args.seed)
-               for n in (40, 400)}
+               for n in (40, 200)}
         for name, shift in (("demo", None), ("demo+leniency", {"ko": 0.5, "ja": -0.3}))}
     drift = {}
     for n in sizes:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FINISHED", "LABELS", "POOLED", "STATE_VALUE", "AlertState", "CallStatus", "RunStatus",
-           "Variant"]
+__all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "AlertState", "CallStatus",
+           "LevelState", "RunStatus", "Variant"]
 
 
 class CallStatus(StrEnum):
@@ -54,6 +54,18 @@ class AlertState(StrEnum):
 
 
 STATE_VALUE: dict[str, int] = {AlertState.OK: 0, AlertState.PENDING: 1, AlertState.FIRING: 2}
+
+
+class LevelState(StrEnum):
+    """A cell's absolute level against thresholds.md_points, with hysteresis
+    (alert_state.level; bias_monitor_md_level -1 / 0 / +1)."""
+
+    WITHIN = "within"
+    ABOVE = "above"
+    BELOW = "below"
+
+
+LEVEL_VALUE: dict[str, int] = {LevelState.BELOW: -1, LevelState.WITHIN: 0, LevelState.ABOVE: 1}
 
 #: The scenario name of the pooled cells (every scenario together).
 POOLED = "all"

@@ -26,11 +26,12 @@ FORBIDDEN = ("<!channel>", "<@U123>", "<https://", "<!here>", "\x07", "\u202e")
 
 def transition(*, country: str = "CN", scenario: str = "all", from_state: str = "pending",
                to_state: str = "firing", reason: str = "CUSUM above h for 2 runs",
-               run_id: str = RUN_ID, movers: list[Mover] | None = None) -> Transition:
+               run_id: str = RUN_ID, movers: list[Mover] | None = None, did: float = 0.9,
+               did_ci: tuple[float, float] = (0.4, 1.4)) -> Transition:
     return Transition(
         endpoint="gpt4o-prod", scenario=scenario, country=country, from_state=from_state,
         to_state=to_state, run_id=run_id, md=1.23, ci=(0.8, 1.66), n=48, md_base=0.1,
-        ci_base=(-0.2, 0.4), n_base=240, z=3.4, reason=reason,
+        ci_base=(-0.2, 0.4), n_base=240, z=3.4, reason=reason, did=did, did_ci=did_ci,
         movers=movers if movers is not None else [
             Mover(scenario="university", option_id="tsinghua", country="CN",
                   name_en="Tsinghua University", name_local="清华大学", language="zh", n_old=4,
@@ -115,9 +116,10 @@ def test_one_block_kit_message_with_cell_md_movers_and_run(
 
 
 def test_grouped_per_endpoint_resolved_and_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
-    resolved = [transition(country="CN", from_state="firing", to_state="ok", reason="",
-                           movers=[]),
-                transition(country="JP", from_state="firing", to_state="ok", reason="")]
+    why = "recovered: the runs since gave as much evidence against a 0.5-point shift"
+    resolved = [transition(country="CN", from_state="firing", to_state="ok", reason=why,
+                           movers=[], did=0.1, did_ci=(-0.3, 0.5)),
+                transition(country="JP", from_state="firing", to_state="ok", reason=why)]
     with serve_slack() as server:
         notifier = notifier_for(server.url(), monkeypatch)
         assert notifier.send("gpt4o-prod", resolved, simulated=True) is True
@@ -131,7 +133,10 @@ def test_grouped_per_endpoint_resolved_and_simulated(monkeypatch: pytest.MonkeyP
     assert len(sections) == 2
     assert "*CN*" in sections[0] and "firing -> *ok*" in sections[0]
     assert "*JP*" in sections[1]
-    assert "back within the baseline" in sections[0]
+    # A resolve says why it resolved (not why it fired) and bias or leniency.
+    assert "why: recovered: the runs since gave as much evidence" in sections[0]
+    assert "DiD +0.10 [-0.30, +0.50]: consistent with leniency" in sections[0]
+    assert "DiD +0.90 [+0.40, +1.40]: bias" in sections[1]
     assert "清华大学" not in sections[0] and "清华大学" in sections[1]
     assert "CN ok" in posted.body["text"] and "JP ok" in posted.body["text"]
 

@@ -38,6 +38,7 @@ CONTRACT_SERIES = (
     "bias_monitor_md_drift_points",
     "bias_monitor_jsd_bits",
     "bias_monitor_alert_state",
+    "bias_monitor_md_level",
     "bias_monitor_last_run_timestamp_seconds",
     "bias_monitor_last_run_success",
     "bias_monitor_coverage_ratio",

@@ -1,70 +1,167 @@
-"""The drift state machine: z, CUSUM, OK -> PENDING -> FIRING -> OK."""
+"""The drift detector: LLR CUSUM, OK -> PENDING -> FIRING -> OK on real recovery,
+and the absolute level as its own condition with hysteresis."""
 
 from __future__ import annotations
 
 import math
 
-from monitor.watch.drift import FIRING, OK, PENDING, CellState, Observation, step, z_score
+import numpy as np
+import pytest
 
-KW = {"drift_points": 0.3, "h": 5.0, "md_threshold": 0.5, "min_runs_firing": 2}
+from monitor.vocab import LevelState
+from monitor.watch.drift import (
+    CAP_H,
+    FIRING,
+    MIN_SD,
+    OK,
+    PENDING,
+    CellState,
+    Observation,
+    advance,
+    step,
+    variance,
+    z_score,
+)
 
-
-def obs(md: float, se: float = 0.1, base: float = 0.0, se_base: float = 0.1,
-        n: int = 30) -> Observation:
-    half = 2.0 * se
-    return Observation(md, se, md - half, md + half, n, base, se_base)
-
-
-def test_z_uses_both_standard_errors() -> None:
-    assert z_score(obs(0.5, se=0.3, se_base=0.4)) == 0.5 / 0.5
-    assert z_score(Observation(1, 0, 1, 1, 1, 0, 0)) is None
-
-
-def test_no_drift_stays_ok_and_cusum_stays_small() -> None:
-    state = CellState()
-    for md in (0.05, -0.1, 0.08, -0.02, 0.1, -0.07) * 5:
-        state = step(state, obs(md), **KW)
-        assert state.state == OK
-    assert max(state.s_plus, state.s_minus) < KW["h"]
+KW = {"drift_points": 0.5, "h": 5.0, "md_threshold": 0.5, "min_runs_firing": 2}
+SD, N, N_BASE = 1.0, 20, 400  # per-triplet sd; triplets in the cell per run and in the baseline
 
 
-def test_sustained_drift_goes_pending_then_firing_then_recovers() -> None:
-    state = CellState()
-    seen = []
-    for md in (0.45, 0.45, 0.45, 0.45):  # z = 3.2 per run, k = 1.06
-        state = step(state, obs(md, base=0.0), **KW)
-        seen.append(state.state)
-    assert seen[0] == OK and PENDING in seen and seen[-1] == FIRING
-    assert "drift up" in state.reason
-    state = step(state, obs(0.02), **KW)
-    assert state.state == FIRING  # one calm run is not enough
-    state = step(state, obs(-0.03), **KW)
-    assert state.state == OK and state.s_plus == 0.0 and state.s_minus == 0.0
+def obs(md: float, base: float = 0.0, n: int = N, ci_half: float | None = None) -> Observation:
+    half = 2.0 * SD / math.sqrt(n) if ci_half is None else ci_half
+    return Observation(md, n, md - half, md + half, base, SD / math.sqrt(N_BASE), N_BASE)
+
+
+def run(values: list[float], state: CellState | None = None, **kw: float) -> list[CellState]:
+    out, s = [], state or CellState()
+    for md in values:
+        s = step(s, obs(md), **{**KW, **kw})  # type: ignore[arg-type]
+        out.append(s)
+    return out
+
+
+def test_variance_is_the_baselines_sd_at_the_runs_n_plus_the_baselines_error() -> None:
+    o = obs(0.3)
+    assert o.variance == pytest.approx(SD**2 / N + SD**2 / N_BASE)
+    assert z_score(o) == pytest.approx(0.3 / math.sqrt(o.variance))
+    # A baseline whose sd came out ~0 (integer scores) is floored at MIN_SD.
+    flat = Observation(0.3, 10, 0.3, 0.3, 0.0, 0.0, 50)
+    assert flat.variance == pytest.approx(MIN_SD**2 / 10)
+    assert variance(np.array([0.0, 0.05]), 400, 20).shape == (2,)
+
+
+def test_the_increment_is_the_log_likelihood_ratio_of_the_design_shift() -> None:
+    o = obs(0.6)
+    s = step(CellState(), o, **KW)  # type: ignore[arg-type]
+    delta = KW["drift_points"]
+    assert s.s_plus == pytest.approx(delta / o.variance * (0.6 - delta / 2))
+    assert s.s_minus == 0.0  # max(0, negative)
+
+
+def test_a_small_run_weighs_little_and_no_minimum_n_is_needed() -> None:
+    big = step(CellState(), obs(0.6, n=40), **KW)  # type: ignore[arg-type]
+    small = step(CellState(), obs(0.6, n=2), **KW)  # type: ignore[arg-type]
+    assert 0 < small.s_plus < big.s_plus / 10
+
+
+def test_no_drift_stays_ok() -> None:
+    rng = np.random.default_rng(1)
+    states = run(list(rng.normal(0, SD / math.sqrt(N), 300)))
+    assert {s.state for s in states} <= {OK, PENDING}
+    assert sum(s.state == FIRING for s in states) == 0
+
+
+def test_sustained_drift_goes_pending_then_firing_and_resolves_only_on_recovery() -> None:
+    states = run([0.8] * 4)
+    seen = [s.state for s in states]
+    assert seen == [PENDING, FIRING, FIRING, FIRING]  # 0.8 at n=20: 5.2 nats a run > h
+    assert "drift up" in states[-1].reason and "h=5" in states[-1].reason
+    assert states[-1].s_plus == CAP_H * KW["h"]  # evidence is capped while alarmed
+    calm = run([0.0] * 6, states[-1])
+    assert calm[0].state == FIRING  # one calm run is not recovery
+    assert calm[1].state == FIRING
+    first_ok = next(i for i, s in enumerate(calm) if s.state == OK)
+    assert first_ok >= 3  # the capped evidence (10 nats) is used up at ~2.4 nats a run
+    assert calm[first_ok].reason.startswith("recovered")
+    assert calm[first_ok].s_plus == 0.0 and calm[first_ok].alarm_runs == 0
 
 
 def test_downward_drift_is_detected_too() -> None:
-    state = CellState()
-    for _ in range(4):
-        state = step(state, obs(-0.45), **KW)
-    assert state.state == FIRING and "drift down" in state.reason
+    states = run([-0.5] * 4)  # 2.4 nats a run: above h at the 3rd, FIRING at the 4th
+    assert [s.state for s in states] == [OK, OK, PENDING, FIRING]
+    assert "drift down" in states[-1].reason
 
 
-def test_absolute_threshold_needs_the_whole_ci_beyond_it() -> None:
-    # Point estimate above 0.5 but the CI reaches below: no breach, and no drift
-    # because the baseline sits at the same value.
-    wide = Observation(0.7, 0.2, 0.3, 1.1, 30, 0.7, 0.2)
-    assert step(CellState(), wide, **KW).state == OK
-    narrow = Observation(0.7, 0.05, 0.6, 0.8, 30, 0.7, 0.05)
-    after = step(CellState(), narrow, **KW)
-    assert after.state == PENDING and "CI beyond" in after.reason
+def test_a_persistent_shift_never_resolves_by_luck() -> None:
+    # 200 runs of a real 0.5-point shift, noise at the run's n: FIRING throughout
+    # once it fired, no "resolved" (the old |z| < 1 rule resolved ~3.7 per 100 runs).
+    rng = np.random.default_rng(7)
+    states = run(list(0.5 + rng.normal(0, SD / math.sqrt(N), 200)))
+    fired_at = next(i for i, s in enumerate(states) if s.state == FIRING)
+    assert fired_at <= 3
+    assert all(s.state == FIRING for s in states[fired_at:])
+
+
+def test_a_stable_accepted_bias_never_pages_and_its_level_does_not_flap() -> None:
+    # The baseline holds a bias of 1.0 and the runs keep it: no drift, so no page;
+    # the level is beyond +-0.5 (whole CI above it) and stays so, once.
+    rng = np.random.default_rng(3)
+    s, states, level_changes = CellState(), [], 0
+    for md in 1.0 + rng.normal(0, SD / math.sqrt(N), 200):
+        new = step(s, obs(float(md), base=1.0), **KW)  # type: ignore[arg-type]
+        level_changes += new.level != s.level
+        states.append(new.state)
+        s = new
+    assert FIRING not in states
+    assert s.level == LevelState.ABOVE and level_changes == 1
+
+
+def test_the_level_needs_two_runs_to_enter_and_two_to_leave() -> None:
+    s = step(CellState(), obs(1.2), **KW)  # type: ignore[arg-type]
+    assert s.level == LevelState.WITHIN and s.level_runs == 1
+    s = step(s, obs(1.2), **KW)  # type: ignore[arg-type]
+    assert s.level == LevelState.ABOVE
+    s = step(s, obs(0.45, ci_half=0.1), **KW)  # point inside, CI straddles: stays
+    assert s.level == LevelState.ABOVE and s.level_runs == 0
+    s = step(s, obs(0.1, ci_half=0.1), **KW)  # whole CI inside: one of two
+    assert s.level == LevelState.ABOVE
+    s = step(s, obs(0.1, ci_half=0.1), **KW)  # type: ignore[arg-type]
+    assert s.level == LevelState.WITHIN
+    # Small cells (no interval to judge) keep the level.
+    tiny = Observation(3.0, 2, 2.9, 3.1, 0.0, 0.05, 400)
+    assert step(s, tiny, **KW).level == LevelState.WITHIN  # type: ignore[arg-type]
 
 
 def test_missing_observation_keeps_state() -> None:
     s = CellState(PENDING, 6.0, 0.0, 1, 0, 2.0, "x")
-    assert step(s, None, **KW) == s
+    assert step(s, None, **KW) == s  # type: ignore[arg-type]
 
 
 def test_single_run_firing_when_configured() -> None:
-    state = step(CellState(), obs(0.9), **{**KW, "min_runs_firing": 1})
+    state = step(CellState(), obs(0.9), **{**KW, "min_runs_firing": 1})  # type: ignore[arg-type]
     assert state.state == FIRING
     assert math.isfinite(state.z or math.nan)
+
+
+def test_the_array_core_is_the_same_detector_as_step() -> None:
+    # The planner and the benchmarks run `advance` on arrays; it must be step.
+    rng = np.random.default_rng(11)
+    cells = 50
+    diffs = rng.normal(0.2, 0.3, (60, cells))
+    ns = rng.integers(1, 40, cells)
+    var = variance(SD / math.sqrt(N_BASE), N_BASE, ns)
+    code = np.zeros(cells, np.int8)
+    up, down, runs = np.zeros(cells), np.zeros(cells), np.zeros(cells)
+    scalar = [CellState() for _ in range(cells)]
+    names = {0: OK, 1: PENDING, 2: FIRING}
+    for t in range(60):
+        code, up, down, runs = advance(code, up, down, runs, diffs[t], var,
+                                       np.ones(cells, bool), delta=0.5, h=5.0,
+                                       min_runs_firing=2)
+        for c in range(cells):
+            o = Observation(float(diffs[t, c]), int(ns[c]), math.nan, math.nan, 0.0,
+                            SD / math.sqrt(N_BASE), N_BASE)
+            scalar[c] = step(scalar[c], o, **KW)  # type: ignore[arg-type]
+            assert scalar[c].state == names[int(code[c])]
+            assert scalar[c].s_plus == pytest.approx(up[c], abs=1e-12)
+            assert scalar[c].s_minus == pytest.approx(down[c], abs=1e-12)

@@ -82,6 +82,8 @@ def filled_state() -> MetricsState:
     s.alert[(A, "all", "CN")] = 2
     s.alert[(A, "all", "JP")] = 1
     s.alert[(B, "all", "CN")] = 0
+    s.level[(A, "all", "CN")] = 1
+    s.level[(B, "all", "CN")] = 0
     s.last_run_ts[A] = 1_767_225_600.5
     s.last_run_ts[B] = 1_767_200_000.0
     s.last_run_success[A] = 1

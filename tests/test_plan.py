@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,15 @@ def test_engine_matches_the_closed_form_one_shot_power() -> None:
     # statistics.md: n = ((z.975 + z.8) sd / delta)^2 = 71 for sd 1.5, delta 0.5.
     n = one_shot_n(1.5, 0.5)
     assert n == 71
-    # One run, one alarm enough, a baseline so long its error vanishes, k = K_MIN = 0.5
-    # and h = 1.96 - k: the CUSUM alarms exactly when z > 1.96, i.e. the one-shot test,
-    # whose power at that n is 0.8 (a little less: the run's SE is floored by the
-    # baseline's sd, as the daemon does).
-    fired = simulate(np.array([n]), 1.5, shift=0.5, hs=np.array([1.96 - 0.5]),
-                     base_runs=100_000, drift_points=1e-9, min_runs_firing=1, runs=1,
-                     reps=20_000, seed=1)
-    assert 0.75 <= fired.mean() <= 0.82
+    # One run, one alarm enough, a baseline so long its error vanishes: the LLR
+    # increment delta/v (x - delta/2) exceeds h exactly when x > 1.96 sqrt(v) for
+    # h = delta/v (1.96 sqrt(v) - delta/2), i.e. the one-shot test, whose power at
+    # that n is 0.8.
+    delta, v = 0.5, 1.5**2 / n
+    h = delta / v * (1.959964 * math.sqrt(v) - delta / 2)
+    fired = simulate(np.array([n]), 1.5, shift=0.5, hs=np.array([h]), base_runs=100_000,
+                     drift_points=delta, min_runs_firing=1, runs=1, reps=20_000, seed=1)
+    assert 0.78 <= fired.mean() <= 0.82
 
 
 def test_no_shift_rarely_fires_and_a_higher_h_fires_less() -> None:
@@ -74,7 +76,7 @@ def test_json_with_given_sd_and_no_database_created(
     assert p["endpoint"] == "sim" and p["sd_source"] == "--sd" and p["reachable"] is True
     assert set(p["triplets_per_cell"]) == {"US", "GB", "CA", "AU", "JP", "CN", "FR", "DE", "KR"}
     assert p["calls_per_day"] == p["triplets_per_run"] * 6 * 4
-    assert p["cusum"]["h"] > 0 and p["cusum"]["k_min"] >= 0.5
+    assert p["cusum"]["h"] > 0 and 0 < p["cusum"]["gain_min"] <= p["cusum"]["gain_max"]
     assert p["cost_per_day_usd"] is None and p["cost_note"].startswith("unknown")
     assert p["one_shot_triplets_per_cell"] == one_shot_n(1.0, 0.5)
     assert not (tmp_path / "monitor.duckdb").exists()  # planning never creates a database

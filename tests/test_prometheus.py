@@ -43,6 +43,7 @@ TARGET_LABELS = {"job", "instance"}  # added by Prometheus when it scrapes
 
 # alert -> (severity, for); BiasMonitorRunStale has two rules (cause label)
 ALERTS_WANTED: dict[str, set[tuple[str, str | None]]] = {
+    "BiasMonitorLevelBeyondThreshold": {("info", "1m")},
     "BiasMonitorBiasFiring": {("page", "1m")},
     "BiasMonitorBaselineNotComparable": {("warning", "1h")},
     "BiasMonitorDown": {("warning", "5m")},

@@ -36,7 +36,7 @@ HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)> <!-- @channel"
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """4 baseline runs, 3 with CN's bias raised (the daemon pages), then one
+    """4 baseline runs, 4 with CN's bias raised (the daemon pages), then one
     `monitor probe --once` through LiteLLM's simulated provider."""
     tmp = tmp_path_factory.mktemp("report")
     catalog = load_catalog()
@@ -49,7 +49,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                     SlackNotifier(settings.alerts.slack), client_factory=None)
 
     async def runs() -> None:
-        for i in range(7):
+        for i in range(8):
             p = {**PARAMS, "seed": i, **({"bias_points": {"CN": 3.0}} if i >= 4 else {})}
             daemon.client_factory = lambda ep, p=p: DirectSimClient(p, catalog.root)  # type: ignore
             await daemon.run_job("sim")
@@ -201,9 +201,9 @@ def test_since_pools_runs(history: dict[str, Any]) -> None:
     assert main(["report", "--config", str(history["cfg"]), "--since", "2000-01-01",
                  "--out", str(out)]) == 0
     page = (out / "index.html").read_text(encoding="utf-8")
-    assert "Covers 8 runs" in page
+    assert "Covers 9 runs" in page
     data = json.loads((out / "sim.json").read_text(encoding="utf-8"))
-    assert len(data["runs"]) == 8
+    assert len(data["runs"]) == 9
 
 
 @pytest.mark.parametrize("argv, code, needle", [

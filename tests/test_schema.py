@@ -93,6 +93,14 @@ def test_old_database_migrates_to_the_current_schema(version: int, tmp_path: Pat
         base = store.baseline("ep")
         assert base is not None and list(base.run_ids) == ["ep-r1"]
         assert _scalar(db, "SELECT count(*) FROM alert_events") == 1
+        cell = store.alert_states("ep")[("all", "CN")]
+        assert (cell.state, cell.reason) == ("pending", "drift up")
+        if version < 5:
+            # v5: the level is new (within) and the old z-unit sums restart at 0
+            assert (cell.level, cell.level_runs, cell.s_plus, cell.alarm_runs) == (
+                "within", 0, 0.0, 0)
+        else:
+            assert (cell.level, cell.s_plus, cell.alarm_runs) == ("above", 1.5, 1)
     else:
         assert store.baseline("ep") is None
     if version >= 3:

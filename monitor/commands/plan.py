@@ -133,8 +133,9 @@ def _text(r: dict[str, Any]) -> str:
             if r["cost_per_day_usd"] is not None else r["cost_note"])
     lines += [f"  triplets per run: {r['triplets_per_run']}", "  per country cell: " + ", ".join(
         f"{k} {v:g}" for k, v in r["triplets_per_cell"].items()) + f" (smallest: "
-        f"{r['smallest_cell']})", f"  CUSUM: h = {c['h']:g}, k = {c['k_min']:g}..{c['k_max']:g}"
-        f" (z units; thresholds.drift_md_points = {c['drift_md_points']:g}), baseline "
+        f"{r['smallest_cell']})", f"  CUSUM: h = {c['h']:g} nats, gain at the shift "
+        f"{c['gain_min']:g}..{c['gain_max']:g} nats/run (thresholds.drift_md_points = "
+        f"{c['drift_md_points']:g}), baseline "
         f"{c['baseline_runs']} runs: {e['false_alarms_per_100']:g} false pages per 100 runs, "
         f"p(detect) = {e['p_detect']:g}", f"  calls per day: {r['calls_per_day']} "
         f"({r['triplets_per_run']} x {r['languages']} languages x {r['runs_per_day']:g} "
@@ -142,7 +143,7 @@ def _text(r: dict[str, Any]) -> str:
         "  not reachable: no run size meets both (catalog size; docs/plan.md)"]
     if now["drift_md_points"] != r["delta"]:
         lines.append(f"  note: the config has thresholds.drift_md_points = "
-                     f"{now['drift_md_points']:g}; set it to {r['delta']:g} for this k")
+                     f"{now['drift_md_points']:g}; set it to {r['delta']:g} for this plan")
     return "\n".join([*lines, f"  now: {now['triplets_per_run']} triplets/run, h = {now['h']:g}"
                        f": {now['false_alarms_per_100']:g} false pages per 100 runs, p(detect) "
                        f"= {now['p_detect']:g}; a one-shot test needs "

@@ -14,7 +14,7 @@ from typing import Any
 
 from monitor.config import Settings
 from monitor.measure import RunResult
-from monitor.stats import MIN_CELL_N, beyond, significant
+from monitor.stats import MIN_CELL_N, beyond, jsd_significant, significant
 from monitor.stats import nullable as _f  # NaN -> null
 from monitor.vocab import POOLED
 
@@ -96,11 +96,13 @@ def text_summary(res: RunResult, settings: Settings, storage: str) -> str:
                      f" DiD {_f(r.did) or 0:+.2f}{flag}")
         lines.append(f"      {per}")
     lines.append("")
-    lines.append("JSD: excess over the permutation null, bits (95% basic bootstrap CI, p, n)")
+    lines.append("JSD: excess over the permutation null, bits (95% bootstrap CI, p, n; "
+                 "* permutation p < 0.05)")
     for j in (x for x in res.jsd if x.scenario == POOLED):
-        lines.append(f"  {j.language:<8} {j.jsd_bits:+.4f} {_ci(j.ci_lower, j.ci_upper, '.4f')} "
+        star = "  *" if jsd_significant(j.p_value, j.n) else ""
+        lines.append(f"  {j.language:<8} {j.jsd_bits:.4f} {_ci(j.ci_lower, j.ci_upper, '.4f')} "
                      f"p={j.p_value:.3f} n={j.n}  (plug-in {j.plugin_bits:.4f}, JS distance "
-                     f"nat {j.js_distance_nat:.3f})")
+                     f"nat {j.js_distance_nat:.3f}){star}")
     lines.append("")
     cov = "  ".join(f"{c.language} {_pct(c.ratio)}" for c in res.coverage)
     lines.append(f"coverage (scored / asked): {cov}")

@@ -103,13 +103,20 @@ class Schedule(BaseModel):
         return v
 
 
+#: The default LLR CUSUM level (nats), chosen with bench/stat_validation.py for
+#: <= 1 false page per 100 runs over the 9 pooled cells at the default run
+#: size and automatic baseline (docs/benchmarks.md).
+CUSUM_H = 7.0
+
+
 class Thresholds(BaseModel):
     model_config = _Strict
     md_points: float = Field(0.5, gt=0, le=9)
     jsd_excess_bits: float = Field(0.02, gt=0, le=1)
-    drift_md_points: float = Field(0.3, gt=0, le=9,
+    drift_md_points: float = Field(0.5, gt=0, le=9,
                                    description="Design shift of the drift CUSUM (points).")
-    cusum_h: float = Field(8.0, gt=0, le=100, description="CUSUM alarm level (z units).")
+    cusum_h: float = Field(CUSUM_H, gt=0, le=100,
+                           description="LLR CUSUM alarm level (nats); `monitor plan` sizes it.")
 
 
 #: Runs' worth of triplets the automatic baseline waits for when
@@ -137,8 +144,14 @@ class Slack(BaseModel):
 class Alerts(BaseModel):
     model_config = _Strict
     slack: Slack = Field(default_factory=Slack)
-    cooldown_minutes: int = Field(360, ge=0, le=100_000)
+    cooldown_minutes: int = Field(
+        360, ge=0, le=100_000,
+        description="Kept for old configs; unused: a page is sent once per change to FIRING "
+                    "and a re-fire after a resolve is never held back.")
     min_runs_firing: int = Field(2, ge=1, le=100)
+    page_on_level: bool = Field(
+        False, description="Also page when a cell's level goes beyond +-thresholds.md_points "
+                           "(confirmed over 2 runs) and when it comes back.")
 
 
 class Metrics(BaseModel):

@@ -68,6 +68,9 @@ class BiasCollector(Collector):
                      "runs pooled (bits).", ["endpoint", "scenario", "language"], s.jsd)
         yield _gauge("alert_state", "Alert state per cell: 0 ok, 1 pending, 2 firing.", CELL,
                      {k: float(v) for k, v in s.alert.items()})
+        yield _gauge("md_level", "MD level against thresholds.md_points, confirmed over 2 runs: "
+                     "-1 below, 0 within, 1 above.", CELL,
+                     {k: float(v) for k, v in s.level.items()})
         yield _gauge("last_run_timestamp_seconds", "Unix time the last run finished.",
                      ["endpoint"], s.last_run_ts)
         yield _gauge("last_run_success", "1 if the last run produced results, else 0.",

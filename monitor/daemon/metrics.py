@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.store import Store
-from monitor.vocab import FINISHED, STATE_VALUE, CallStatus, RunStatus
+from monitor.vocab import FINISHED, LEVEL_VALUE, STATE_VALUE, CallStatus, RunStatus
 
 __all__ = ["LATENCY_BUCKETS", "MetricsState", "Snapshot"]
 
@@ -34,6 +34,7 @@ class Snapshot:
     drift: dict[tuple[str, str, str], float] = field(default_factory=dict)
     jsd: dict[tuple[str, str, str], float] = field(default_factory=dict)
     alert: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    level: dict[tuple[str, str, str], int] = field(default_factory=dict)
     last_run_ts: dict[str, float] = field(default_factory=dict)
     last_run_success: dict[str, int] = field(default_factory=dict)
     coverage: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -76,7 +77,7 @@ class MetricsState:
         with self._lock:
             snap = self._snap
             changes: dict[str, dict[Any, Any]] = {}
-            for name in ("md", "drift", "jsd", "alert", "coverage", "probes", "tokens",
+            for name in ("md", "drift", "jsd", "alert", "level", "coverage", "probes", "tokens",
                          "weakness_share"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items()
                                  if k[0] != endpoint}
@@ -116,6 +117,7 @@ def _load(store: Store, ep: str) -> Snapshot:
                                       and measured.catalog_version == base.catalog_version)
     for (scen, country), cell in store.alert_states(ep).items():
         snap.alert[(ep, scen, country)] = STATE_VALUE.get(cell.state, 0)
+        snap.level[(ep, scen, country)] = LEVEL_VALUE.get(cell.level, 0)
     totals = store.call_totals(ep, LATENCY_BUCKETS)
     for status in CallStatus:  # every series from the start, so rate() sees the first failure
         snap.probes[(ep, str(status))] = totals.by_status.get(status, 0)

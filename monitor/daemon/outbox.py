@@ -36,19 +36,34 @@ def queue(store: Store, notifier: SlackNotifier, endpoint: str, payloads: list[s
 
 
 def deliver(store: Store, notifier: SlackNotifier, endpoint: str, *, simulated: bool) -> bool:
-    """Send what the outbox holds for `endpoint` as one message; True when delivered."""
+    """Send what the outbox holds for `endpoint`, one message per run in the order
+    queued, stopping at the first that fails: a FIRING and the resolve after it
+    (both owed after an outage) arrive in that order, so Slack's last word is the
+    state. True when everything was delivered."""
     pending = store.outbox_pending(endpoint)
     if not pending or not notifier.enabled:
         return True
-    transitions, notes = [], []
+    groups: list[tuple[list[int], list[Transition], list[str]]] = []
+    last_run: str | None = None
     for item in pending:
         data = json.loads(item.payload)
         if data["kind"] == "note":
-            notes.append(data["text"])
-        else:
-            transitions.append(Transition.from_dict(data))
-    ok = notifier.send(endpoint, transitions, simulated=simulated, note="; ".join(notes) or None)
-    if ok:
-        store.outbox_delivered([i.id for i in pending])
-        store.mark_notified(endpoint, [(t.scenario, t.country) for t in transitions])
-    return ok
+            if not groups:
+                groups.append(([], [], []))
+            groups[-1][0].append(item.id)
+            groups[-1][2].append(data["text"])
+            continue
+        t = Transition.from_dict(data)
+        if not groups or (last_run is not None and t.run_id != last_run):
+            groups.append(([], [], []))
+        last_run = t.run_id
+        groups[-1][0].append(item.id)
+        groups[-1][1].append(t)
+    for ids, transitions, notes in groups:
+        if not notifier.send(endpoint, transitions, simulated=simulated,
+                             note="; ".join(notes) or None):
+            return False
+        store.outbox_delivered(ids)
+        if transitions:
+            store.mark_notified(endpoint, [(t.scenario, t.country) for t in transitions])
+    return True

@@ -1,8 +1,10 @@
 """Slack notifications: the only module that imports slack_sdk.
 
 One Block Kit message per endpoint per run that changed an alert state
-(PENDING -> FIRING, FIRING -> OK), with the cell, MD now and baseline with
-CIs and n, the probes that moved most, the run id and the report command.
+(to FIRING, FIRING -> OK; level changes with alerts.page_on_level), with the
+cell, MD now and baseline with CIs and n, bias or leniency (DiD with its CI),
+why it fired or why it resolved, the probes that moved most, the run id and
+the report command.
 Delivery: an incoming webhook (alerts.slack.webhook_url_env) or a bot token
 and channel, with slack_sdk's retry handlers for rate limits and connection
 errors. Every dynamic text is escaped (&, <, >) and stripped of control
@@ -23,7 +25,7 @@ from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetr
 from slack_sdk.webhook import WebhookClient
 
 from monitor.config import Slack
-from monitor.watch import Transition
+from monitor.watch import Transition, bias_or_leniency
 
 __all__ = ["SlackNotifier", "build_blocks", "escape"]
 
@@ -53,7 +55,9 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
                  note: str | None = None) -> tuple[str, list[dict[str, Any]]]:
     """(fallback text, Block Kit blocks) for one endpoint's state changes."""
     firing = [t for t in transitions if t.to_state == "firing"]
+    level = [t for t in transitions if t.condition == "level" and t.to_state != "within"]
     head = (f"Local-language bias FIRING on {endpoint}" if firing
+            else f"Local-language bias level beyond threshold on {endpoint}" if level
             else f"Local-language bias resolved on {endpoint}" if transitions
             else f"bias-monitor notice for {endpoint}")
     if simulated:
@@ -62,12 +66,14 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
                                      "text": {"type": "plain_text", "text": head[:150]}}]
     shown = transitions[:MAX_SECTIONS]  # Block Kit allows 50 blocks per message
     for t in shown:
-        lines = [f"*{escape(t.country)}* - scenario {escape(t.scenario)}: "
+        what = "level " if t.condition == "level" else ""
+        lines = [f"*{escape(t.country)}* - scenario {escape(t.scenario)}: {what}"
                  f"{escape(t.from_state)} -> *{escape(t.to_state)}*",
                  f"MD now {t.md:+.2f} {_ci(t.ci)} (n={t.n}) vs baseline {t.md_base:+.2f} "
                  f"{_ci(t.ci_base)} (n={t.n_base})" + (f", z={t.z:+.1f}" if t.z is not None
                                                        else ""),
-                 f"why: {escape(t.reason or 'back within the baseline')}"]
+                 escape(bias_or_leniency(t.did, *t.did_ci)),
+                 f"why: {escape(t.reason or 'state changed')}"]
         for m in t.movers:
             lines.append(f"- {escape(m.name_local)} ({escape(m.name_en)}), {escape(m.language)}: "
                          f"{m.old:.1f} -> {m.new:.1f}")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from monitor.stats import jsd_significant, nullable
 from monitor.vocab import POOLED, Variant
 
-__all__ = ["VARIANT_TITLES", "country_key"]
+__all__ = ["VARIANT_TITLES", "country_key", "jsd_star"]
 
 VARIANT_TITLES = {POOLED: "pooled", Variant.PLAIN: "plain", Variant.COT: "CoT",
                   Variant.FEMALE: "female", Variant.MALE: "male"}
@@ -14,3 +17,8 @@ _ORDER = {c: i for i, c in enumerate(["US", "GB", "CA", "AU", "CN", "JP", "FR", 
 def country_key(country: str) -> tuple[int, str]:
     """The paper's order of countries, then the rest alphabetically."""
     return _ORDER.get(country, 99), country
+
+
+def jsd_star(p_value: Any, n: Any) -> bool:
+    """A JSD cell of a report table is marked by its permutation test (stats.rules)."""
+    return jsd_significant(nullable(p_value), int(n))

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from monitor.report.build import EndpointReport, to_json
-from monitor.report.common import VARIANT_TITLES, country_key
+from monitor.report.common import VARIANT_TITLES, country_key, jsd_star
 from monitor.report.figures import Series, small_multiples, violins
 from monitor.stats import MIN_CELL_N, nullable, significant
 
@@ -33,12 +33,14 @@ padding:6px;margin:0}img{max-width:100%}.sim{background:#fffbe6;padding:4px 8px}
 
 
 def _cell(value: Any, lo: Any, hi: Any, n: Any, *, fmt: str = "{:+.2f}",
-          signed_test: bool = True) -> str:
-    """A statistic with its CI and n; significant (CI excludes 0) cells are marked."""
+          signed_test: bool = True, sig: bool | None = None) -> str:
+    """A statistic with its CI and n; significant cells are marked (MD: the CI
+    excludes 0; JSD: `sig`, its permutation test)."""
     v, a, b = nullable(value), nullable(lo), nullable(hi)
     if v is None:
         return '<td class="na">n/a</td>'
-    sig = signed_test and significant(a, b, int(n))
+    if sig is None:
+        sig = signed_test and significant(a, b, int(n))
     ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else " [n/a]"
     lo_s, hi_s = ("nan", "nan") if a is None or b is None else (repr(a), repr(b))
     attrs = f'data-value="{v!r}" data-lo="{lo_s}" data-hi="{hi_s}" data-n="{int(n)}"'
@@ -60,7 +62,8 @@ def _jsd_tables(rep: EndpointReport) -> str:
                  if s in set(rep.jsd["scenario"])]:
         rows = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
         cells = [_cell(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"], rows.at[c, "ci_upper"],
-                       rows.at[c, "n"], fmt="{:.3f}", signed_test=False)
+                       rows.at[c, "n"], fmt="{:.3f}",
+                       sig=jsd_star(rows.at[c, "p_value"], rows.at[c, "n"]))
                  if c in rows.index else '<td class="na">n/a</td>' for c in cols]
         out.append(f'<tr data-scenario="{html.escape(scen)}"><td class="l">{html.escape(scen)}'
                    f'</td>{"".join(cells)}</tr>')
@@ -69,9 +72,10 @@ def _jsd_tables(rep: EndpointReport) -> str:
         dist.append(f'<tr><td class="l">{html.escape(scen)}</td>{nat}</tr>')
     return "\n".join([*out, "</table>",
                       '<p class="note">Excess JSD in bits over the permutation null (language '
-                      "labels shuffled within each triplet), with the basic cluster-bootstrap "
-                      "95% CI and n triplets. For comparison with the paper's Table 1, the "
-                      "plain Jensen-Shannon distance (natural log, as scipy returns it):</p>",
+                      "labels shuffled within each triplet), with its cluster-bootstrap "
+                      "95% CI and n triplets; * marks a permutation p < 0.05. For comparison "
+                      "with the paper's Table 1, the plain Jensen-Shannon distance (natural "
+                      "log, as scipy returns it):</p>",
                       *dist, "</table>"])
 
 

@@ -10,7 +10,7 @@ import html
 from typing import Any
 
 from monitor.report.build import EndpointReport
-from monitor.report.common import VARIANT_TITLES, country_key
+from monitor.report.common import VARIANT_TITLES, country_key, jsd_star
 from monitor.stats import MIN_CELL_N, nullable, significant
 
 __all__ = ["render_markdown"]
@@ -23,11 +23,12 @@ def _md_cell(text: Any) -> str:
 
 
 def _md_stat(value: Any, lo: Any, hi: Any, n: Any, fmt: str = "{:+.2f}",
-             test: bool = True) -> str:
+             test: bool = True, sig: bool | None = None) -> str:
     v, a, b = nullable(value), nullable(lo), nullable(hi)
     if v is None:
         return "n/a"
-    sig = test and significant(a, b, int(n))
+    if sig is None:
+        sig = test and significant(a, b, int(n))
     star = "**" if sig else ""
     ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else ""
     return f"{star}{fmt.format(v)}{star}{ci} n={int(n)}"
@@ -40,14 +41,15 @@ def render_markdown(reports: list[EndpointReport]) -> str:
         lines += [f"## {_md_cell(rep.endpoint)}: {_md_cell(rep.model)}{sim}", "",
                   f"Covers {_md_cell(rep.window)}. Bold: the 95% CI excludes 0 "
                   f"(n >= {MIN_CELL_N}).", "",
-                  "### JSD (excess bits, 95% CI, n triplets)", "",
+                  "### JSD (excess bits, 95% CI, n triplets; bold: permutation p < 0.05)", "",
                   "| scenario | " + " | ".join([*rep.languages, "overall"]) + " |",
                   "|---" * (len(rep.languages) + 2) + "|"]
         for scen in [s for s in ["university", "relocation", "travel", "all"]
                      if s in set(rep.jsd["scenario"])]:
             rows = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
             cells = [_md_stat(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"],
-                              rows.at[c, "ci_upper"], rows.at[c, "n"], "{:.3f}", test=False)
+                              rows.at[c, "ci_upper"], rows.at[c, "n"], "{:.3f}",
+                              sig=jsd_star(rows.at[c, "p_value"], rows.at[c, "n"]))
                      if c in rows.index else "n/a" for c in [*rep.languages, "overall"]]
             lines.append(f"| {scen} | " + " | ".join(cells) + " |")
         variants = [v for v in VARIANT_TITLES if v in set(rep.md["variant"])]

@@ -19,12 +19,12 @@ from monitor.stats.engine import (
 )
 from monitor.stats.jsd import BINS, N_BOOT, N_PERM, OVERALL, JSDRow, jsd_bits, jsd_rows
 from monitor.stats.md import MDRow, local_pairs, md_rows
-from monitor.stats.rules import MIN_CELL_N, beyond, se_floor, significant, tested
+from monitor.stats.rules import MIN_CELL_N, beyond, jsd_significant, significant, tested
 from monitor.stats.units import nullable, t975, t_interval
 from monitor.stats.weakness import LOCALITIES, WeaknessRow, weakness_rows
 
 __all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "CoverageRow",
            "JSDRow", "MDRow", "Summary", "WeaknessRow", "beyond", "jsd_bits", "jsd_of",
-           "jsd_rows", "local_pairs", "md_jsd_of", "md_of", "md_rows", "nullable", "se_floor",
-           "significant", "summarise", "t975", "t_interval", "tested", "weakness_of",
+           "jsd_rows", "jsd_significant", "local_pairs", "md_jsd_of", "md_of", "md_rows",
+           "nullable", "significant", "summarise", "t975", "t_interval", "tested", "weakness_of",
            "weakness_rows"]

@@ -5,8 +5,9 @@ language l (10 bins) and the pooled histogram G of every language. At run
 sizes its plug-in value is biased upward, so it is reported as the EXCESS
 over a permutation null that shuffles the language labels within each unit
 (n_perm shuffles), with the p-value of the plug-in value under that null,
-and a basic cluster-bootstrap CI over units (n_boot replicates), truncated
-at 0; "overall" is the mean over languages. The plug-in value, its square
+and a cluster-bootstrap CI over units (n_boot replicates) built around the
+excess (so the excess lies inside it), all truncated at 0; "overall" is the
+mean over languages. The plug-in value, its square
 root and the natural-log JS distance (scipy's jensenshannon) are kept for
 comparison with the paper.
 
@@ -288,7 +289,17 @@ def _jsd_chunk(cell: np.ndarray, perm_t: np.ndarray, weights_t: np.ndarray,
         c = np.ascontiguousarray(c.transpose(0, 2, 1))
         exact = with_mean(jsd_bits(c, g[rr][:, None, :]))
         ge[rr, :, pp] = np.where(close[rr, :, pp], exact >= plug_a[rr], ge[rr, :, pp])
-    cols = [plug_a - null_a.mean(axis=2), np.clip(2 * plug_a - q_hi, 0, None),
-            np.clip(2 * plug_a - q_lo, 0, None), (1 + ge.sum(axis=2)) / (n_perm + 1),
+    # The excess (plug-in minus the permutation null's mean: the plug-in's bias removed)
+    # with a basic bootstrap interval built around it: the bootstrap's spread about its
+    # own mean, reflected. Centring on the bootstrap mean, not on the plug-in, keeps the
+    # estimate inside its interval by construction (the plug-in's resampling bias
+    # shifts every replicate up, which put the plug-in below q_lo in most small cells);
+    # all three are then truncated at 0 together, a JSD being >= 0.
+    excess = plug_a - null_a.mean(axis=2)
+    centre = boot_a.mean(axis=2)
+    lo = excess - np.maximum(0.0, q_hi - centre)
+    hi = excess + np.maximum(0.0, centre - q_lo)
+    cols = [np.clip(excess, 0, None), np.clip(lo, 0, None), np.clip(hi, 0, None),
+            (1 + ge.sum(axis=2)) / (n_perm + 1),
             np.full(plug_a.shape, float(n_u)), plug_a, np.sqrt(plug_a), with_mean(nat)]
     return np.stack([c.ravel() for c in cols], axis=1)

@@ -95,6 +95,8 @@ class CellRecord:
     last_run_id: str | None
     changed_at: datetime | None
     notified_at: datetime | None
+    level: str = "within"  # monitor.vocab.LevelState
+    level_runs: int = 0
 
 
 @dataclass(frozen=True)

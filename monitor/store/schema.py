@@ -69,6 +69,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE runs ADD COLUMN reason VARCHAR",
         "ALTER TABLE runs ADD COLUMN attempts INTEGER DEFAULT 0",
     ),
+    (  # v5: the absolute level is its own condition; the drift sums are LLR (nats) now
+        "ALTER TABLE alert_state ADD COLUMN level VARCHAR DEFAULT 'within'",
+        "ALTER TABLE alert_state ADD COLUMN level_runs INTEGER DEFAULT 0",
+        # z-unit sums of the old detector mean nothing to the new one: restart them
+        # (a cell that still drifts is found again; one that does not resolves)
+        "UPDATE alert_state SET s_plus = 0, s_minus = 0, alarm_runs = 0",
+    ),
 )
 
 # (name, DuckDB type) in table order; batches are dicts of column -> list.
@@ -98,7 +105,7 @@ STATE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("state", "VARCHAR"), ("s_plus", "DOUBLE"), ("s_minus", "DOUBLE"),
     ("alarm_runs", "INTEGER"), ("calm_runs", "INTEGER"), ("z", "DOUBLE"),
     ("reason", "VARCHAR"), ("last_run_id", "VARCHAR"), ("changed_at", "TIMESTAMPTZ"),
-    ("notified_at", "TIMESTAMPTZ"),
+    ("notified_at", "TIMESTAMPTZ"), ("level", "VARCHAR"), ("level_runs", "INTEGER"),
 )
 OUTBOX_COLUMNS: tuple[tuple[str, str], ...] = (
     ("id", "BIGINT"), ("endpoint", "VARCHAR"), ("created_at", "TIMESTAMPTZ"),

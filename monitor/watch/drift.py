@@ -1,40 +1,57 @@
 """Drift detection per cell (endpoint, scenario, country): pure functions.
 
 (docs/statistics.md, "Drift against the baseline")
-- z = (MD_now - MD_base) / sqrt(SE_now^2 + SE_base^2); leaving out SE_base
-  doubles false alarms.
-- Two-sided CUSUM on z: S+ = max(0, S+ + z - k), S- = max(0, S- - z - k),
-  alarm when max(S+, S-) > h; k is half the design shift
-  (thresholds.drift_md_points) in z units of this run, but at least K_MIN:
-  when runs are too small to resolve the design shift (k would be tiny) the
-  CUSUM would drift up on noise alone and page weekly. A run adds at most
-  Z_CLIP to a sum (the increment z - k is clipped, not z), so one odd run
-  (t-based SEs from few triplets have heavy tails) cannot cross h alone while
-  a real shift keeps adding up. Clipping z itself, as an earlier version did,
-  made a cell whose k reached Z_CLIP (large runs) blind to any drift
-  (bench/stat_validation.py found it).
-- An absolute threshold breaches only when the whole MD CI lies beyond
-  +-thresholds.md_points (never on a point estimate).
-- States: OK -> PENDING (alarm or breach) -> FIRING (the alarm held for
-  alerts.min_runs_firing runs) -> OK after 2 consecutive runs with |z| < 1
-  and no breach; the CUSUM restarts at 0 after a reset to OK.
+- The detector is a two-sided log-likelihood-ratio CUSUM of the run's MD x
+  against the baseline's m. With n the run's triplets in the cell, s the
+  baseline's per-triplet sd (SE_base sqrt(n_base), at least MIN_SD) and
+  v = s^2 / n + SE_base^2 (the run's variance at the baseline's sd, plus the
+  baseline's own error, which every later run shares), a run adds
+      g+ = delta / v * ((x - m) - delta / 2),   g- = delta / v * (-(x - m) - delta / 2)
+  to S+ = max(0, S+ + g+) and S- = max(0, S- + g-): the log likelihood ratio
+  of a shift of +-delta (thresholds.drift_md_points) against none. A small
+  run weighs little by itself, so no minimum n and no clip are needed, and
+  the run's own SE (a handful of discrete scores) never enters.
+- Alarm when max(S+, S-) > h (thresholds.cusum_h, in nats). While alarmed a
+  sum is capped at CAP_H * h, so the evidence for a shift is bounded and can
+  be used up again.
+- States: OK -> PENDING (a sum above h) -> FIRING (above h in
+  alerts.min_runs_firing consecutive runs). PENDING or FIRING -> OK only on
+  real recovery: both sums back at 0, i.e. the runs since have given as much
+  evidence against the shift as there was for it. Under a persistent shift a
+  sum drifts up and never comes back, so a shift is not "resolved" by a
+  lucky run; the reason says why a cell resolved.
+- The absolute level is a separate condition with hysteresis (`level_step`):
+  beyond +-thresholds.md_points once the whole CI lies beyond it in
+  LEVEL_RUNS consecutive runs, back within once the whole CI lies inside it
+  in LEVEL_RUNS consecutive runs. A stable bias the user accepted in the
+  baseline does not drift, so it never pages; its level is shown, and pages
+  only where alerts.page_on_level asks for it.
+The core (`advance`) works on numpy arrays of cells, so the planner and the
+benchmarks run this very code, not a replica.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from monitor.vocab import AlertState
+import numpy as np
 
-__all__ = ["CALM_RUNS", "CALM_Z", "FIRING", "K_MIN", "OK", "PENDING", "Z_CLIP", "CellState",
-           "Observation", "step", "z_score"]
+from monitor.stats import MIN_CELL_N, MDRow, tested
+from monitor.vocab import AlertState, LevelState
+
+__all__ = ["CAP_H", "FIRING", "LEVEL_RUNS", "MIN_SD", "OK", "PENDING", "CellState",
+           "Observation", "advance", "level_step", "observe", "step", "variance", "z_score"]
 
 OK, PENDING, FIRING = AlertState.OK, AlertState.PENDING, AlertState.FIRING
-CALM_Z = 1.0
-CALM_RUNS = 2
-K_MIN = 0.5
-Z_CLIP = 4.0
+_CODES = {OK: 0, PENDING: 1, FIRING: 2}
+_STATES = {v: k for k, v in _CODES.items()}
+CAP_H = 2.0
+#: Points. Integer scores let a very consistent model's baseline sd come out ~0;
+#: below this floor one run's small move would count as near-certain evidence.
+MIN_SD = 0.25
+LEVEL_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -42,12 +59,23 @@ class Observation:
     """One run's MD for a cell next to the baseline's."""
 
     md: float
-    se: float
+    n: int  # the run's triplets in the cell
     ci_lower: float
     ci_upper: float
-    n: int
     md_base: float
     se_base: float
+    n_base: int
+
+    @property
+    def variance(self) -> float:
+        return float(variance(self.se_base, self.n_base, self.n))
+
+
+def variance(se_base: Any, n_base: Any, n: Any) -> Any:
+    """v: a run's MD variance at the baseline's per-triplet sd (at least MIN_SD) for
+    its n, plus the baseline's own error (floats or arrays)."""
+    sd2 = np.maximum(np.square(se_base) * n_base, MIN_SD**2)
+    return sd2 / np.maximum(n, 1) + np.square(se_base)
 
 
 @dataclass(frozen=True)
@@ -57,17 +85,65 @@ class CellState:
     state: str = OK
     s_plus: float = 0.0
     s_minus: float = 0.0
-    alarm_runs: int = 0  # consecutive runs with an alarm or breach
-    calm_runs: int = 0  # consecutive runs with |z| < 1 and no breach
+    alarm_runs: int = 0  # consecutive runs with a sum above h
+    calm_runs: int = 0  # consecutive runs with both sums at 0
     z: float | None = None
     reason: str = ""
+    level: str = LevelState.WITHIN
+    level_runs: int = 0  # consecutive runs the opposite level condition has held
+
+
+def observe(run: MDRow, base: MDRow | None) -> Observation | None:
+    """A run's cell as the detector sees it; None when it cannot be compared."""
+    if base is None or not tested(run.n, base.n, base.se):
+        return None
+    return Observation(run.md, run.n, run.ci_lower, run.ci_upper, base.md, base.se, base.n)
 
 
 def z_score(obs: Observation) -> float | None:
-    var = obs.se**2 + obs.se_base**2
-    if not math.isfinite(var) or var <= 0 or not math.isfinite(obs.md - obs.md_base):
+    v = obs.variance
+    if not math.isfinite(v) or v <= 0 or not math.isfinite(obs.md - obs.md_base):
         return None
-    return (obs.md - obs.md_base) / math.sqrt(var)
+    return (obs.md - obs.md_base) / math.sqrt(v)
+
+
+def advance(state: np.ndarray, s_plus: np.ndarray, s_minus: np.ndarray,
+            alarm_runs: np.ndarray, diff: np.ndarray, var: np.ndarray, valid: np.ndarray, *,
+            delta: float, h: float | np.ndarray, min_runs_firing: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One run for arrays of cells (broadcasting): state codes 0 ok / 1 pending / 2
+    firing, the sums, the alarm-run counts; diff = x - m, var = v; where valid is
+    False the cell was not measured and keeps everything."""
+    g = delta / np.where(valid, var, 1.0)
+    up = np.where(valid, np.maximum(0.0, s_plus + g * (diff - delta / 2)), s_plus)
+    down = np.where(valid, np.maximum(0.0, s_minus + g * (-diff - delta / 2)), s_minus)
+    hot = np.maximum(up, down) > h
+    runs = np.where(valid, np.where(hot, alarm_runs + 1, 0), alarm_runs)
+    active = state > 0
+    new = np.where(valid & ~active & hot, 1, state)
+    new = np.where(valid & (new > 0) & (runs >= min_runs_firing), 2, new)
+    new = np.where(valid & active & (up <= 0) & (down <= 0), 0, new)
+    cap = CAP_H * np.asarray(h, float)
+    return new.astype(np.int8), np.minimum(up, cap), np.minimum(down, cap), runs
+
+
+def level_step(level: str, level_runs: int, obs: Observation, limit: float
+               ) -> tuple[str, int]:
+    """The absolute-level condition after one run, with hysteresis."""
+    lo, hi = obs.ci_lower, obs.ci_upper
+    if obs.n < MIN_CELL_N or not (math.isfinite(lo) and math.isfinite(hi)):
+        return level, level_runs  # no interval to judge: keep it
+    target: LevelState | None
+    if level == LevelState.WITHIN:
+        target = LevelState.ABOVE if lo > limit else LevelState.BELOW if hi < -limit else None
+    elif level == LevelState.ABOVE:
+        target = LevelState.BELOW if hi < -limit else LevelState.WITHIN if hi < limit else None
+    else:
+        target = LevelState.ABOVE if lo > limit else LevelState.WITHIN if lo > -limit else None
+    if target is None:
+        return level, 0
+    runs = level_runs + 1
+    return (target, 0) if runs >= LEVEL_RUNS else (level, runs)
 
 
 def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: float,
@@ -76,33 +152,25 @@ def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: fl
     if obs is None:
         return prev  # no evidence either way: keep the state and the sums
     z = z_score(obs)
-    breach = (math.isfinite(obs.ci_lower) and obs.ci_lower > md_threshold) or (
-        math.isfinite(obs.ci_upper) and obs.ci_upper < -md_threshold)
-    s_plus, s_minus = prev.s_plus, prev.s_minus
-    if z is not None:
-        sigma = math.sqrt(obs.se**2 + obs.se_base**2)
-        k = max(K_MIN, drift_points / (2 * sigma))
-        s_plus = max(0.0, s_plus + min(Z_CLIP, z - k))
-        s_minus = max(0.0, s_minus + min(Z_CLIP, -z - k))
-    alarm = max(s_plus, s_minus) > h
-    reasons = []
-    if alarm:
-        side = "up" if s_plus >= s_minus else "down"
-        reasons.append(f"drift {side} (CUSUM {max(s_plus, s_minus):.1f} > h={h:g})")
-    if breach:
-        reasons.append(f"CI beyond +-{md_threshold:g}")
-    hot = alarm or breach
-    alarm_runs = prev.alarm_runs + 1 if hot else 0
-    calm = (z is not None and abs(z) < CALM_Z and not breach)
+    valid = np.array(z is not None)
+    code, up, down, runs = advance(
+        np.array(_CODES[AlertState(prev.state)]), np.array(prev.s_plus), np.array(prev.s_minus),
+        np.array(prev.alarm_runs), np.array(obs.md - obs.md_base), np.array(obs.variance),
+        valid, delta=drift_points, h=h, min_runs_firing=min_runs_firing)
+    state = _STATES[int(code)]
+    s_plus, s_minus = float(up), float(down)
+    calm = bool(valid) and s_plus <= 0 and s_minus <= 0
     calm_runs = prev.calm_runs + 1 if calm else 0
-    state = prev.state
-    if prev.state == OK and hot:
-        state = PENDING
-    if state in (PENDING, FIRING) and alarm_runs >= min_runs_firing:
-        state = FIRING
-    if prev.state in (PENDING, FIRING) and calm_runs >= CALM_RUNS:
-        state = OK
-    if state == OK and prev.state != OK:
-        s_plus = s_minus = 0.0  # restart after a reset
-        alarm_runs = 0
-    return CellState(state, s_plus, s_minus, alarm_runs, calm_runs, z, "; ".join(reasons))
+    level, level_runs = level_step(prev.level, prev.level_runs, obs, md_threshold)
+    if state != OK:
+        side = "up" if s_plus >= s_minus else "down"
+        reason = (f"drift {side}: CUSUM {max(s_plus, s_minus):.1f} > h={h:g} (shift of "
+                  f"{drift_points:g} points vs the baseline)" if max(s_plus, s_minus) > h else
+                  prev.reason or f"drift {side}: CUSUM {max(s_plus, s_minus):.1f}")
+    elif prev.state != OK:
+        reason = (f"recovered: the runs since gave as much evidence against a "
+                  f"{drift_points:g}-point shift as there was for it (CUSUM back to 0)")
+    else:
+        reason = ""
+    return CellState(state, s_plus, s_minus, int(runs), calm_runs, z, reason, level,
+                     level_runs)

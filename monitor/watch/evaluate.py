@@ -2,28 +2,33 @@
 
 Per cell (scenario, country) the run's MD feeds the cell's drift detector
 (monitor.watch.drift) when the cell is tested (monitor.stats.rules); states
-and their changes are stored in one transaction. Slack is told about
-PENDING -> FIRING and FIRING -> OK of the pooled cells (scenario "all");
-per-scenario cells keep their state for the dashboard. A provider
-fingerprint that changed is said out loud, and still compared.
+and their changes are stored in one transaction. Slack is told of every
+change of a pooled cell (scenario "all") to FIRING and back to OK, in order
+and never held back, so its last word is the state; per-scenario cells keep
+their state for the dashboard. The absolute level (beyond
+thresholds.md_points, with hysteresis) changes are stored and shown, and
+sent only with alerts.page_on_level. Every message carries the cell's DiD
+with its CI: bias (local options gain beyond the language's leniency) or
+leniency. A provider fingerprint that changed is said out loud, and still
+compared.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from monitor.catalog import Catalog
 from monitor.config import Settings
-from monitor.stats import MDRow, Summary, md_of, se_floor, tested
+from monitor.stats import MDRow, Summary, md_of
 from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
 from monitor.vocab import POOLED, AlertState
 from monitor.watch.baseline import auto_baseline, comparable, run_model
-from monitor.watch.drift import CellState, Observation, step
+from monitor.watch.drift import LEVEL_RUNS, CellState, observe, step
 from monitor.watch.movers import Mover, rank_movers
 
-__all__ = ["Evaluation", "Transition", "evaluate"]
+__all__ = ["Evaluation", "Transition", "bias_or_leniency", "evaluate"]
 
 TOP_MOVERS_SLACK = 3
 
@@ -47,12 +52,17 @@ class Transition:
     z: float | None
     reason: str
     movers: list[Mover] = field(default_factory=list)
+    condition: str = "drift"  # or "level": the absolute level against thresholds.md_points
+    did: float = float("nan")
+    did_ci: tuple[float, float] = (float("nan"), float("nan"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Transition:
         """From a queued payload (the outbox holds them as JSON)."""
         movers = [Mover.from_dict(m) for m in data.get("movers", [])]
         fields = {k: v for k, v in data.items() if k not in ("movers", "kind")}
+        if "did_ci" in fields:
+            fields["did_ci"] = tuple(fields["did_ci"])
         return cls(**{**fields, "ci": tuple(data["ci"]), "ci_base": tuple(data["ci_base"]),
                       "movers": movers})
 
@@ -79,8 +89,22 @@ def _fingerprint_change(store: Store, endpoint: str, run_id: str) -> str | None:
 
 
 def _pages(prev: str, new: str) -> bool:
+    """Slack hears of FIRING and of its end; a PENDING that ends unconfirmed was
+    never paged, so its end is not news."""
     return (new == AlertState.FIRING and prev != AlertState.FIRING) or (
         prev == AlertState.FIRING and new == AlertState.OK)
+
+
+def bias_or_leniency(did: float, lo: float, hi: float) -> str:
+    """What a cell's DiD says, with its CI (docs/statistics.md, DiD)."""
+    if not (did == did and lo == lo and hi == hi):
+        shown = "n/a" if did != did else f"{did:+.2f}"
+        return f"DiD {shown} (no CI): bias or leniency cannot be told apart"
+    ci = f"DiD {did:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+    if lo > 0 or hi < 0:
+        return f"{ci}: bias - the local language moves local options against the others"
+    return (f"{ci}: consistent with leniency - the language scores every option alike "
+            "(no bias shown beyond it)")
 
 
 def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, summary: Summary,
@@ -111,40 +135,49 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
     t = settings.thresholds
     rows: list[CellRecord] = []
     events: list[AlertEvent] = []
-    cooldown = timedelta(minutes=settings.alerts.cooldown_minutes)
     for r in summary.md:
         cell = (r.scenario, r.country)
         b = base.get(cell)
         old = saved.get(cell)
         prev = CellState() if old is None else CellState(
-            old.state, old.s_plus, old.s_minus, old.alarm_runs, old.calm_runs)
-        obs = None
-        if b is not None and tested(r.n, r.se, b.n, b.se):
-            obs = Observation(r.md, se_floor(r.se, r.n, b.se, b.n), r.ci_lower, r.ci_upper,
-                              r.n, b.md, b.se)
+            old.state, old.s_plus, old.s_minus, old.alarm_runs, old.calm_runs,
+            level=old.level, level_runs=old.level_runs)
+        obs = observe(r, b)
+        if obs is not None and b is not None:
             ev.drift[cell] = r.md - b.md
         new = step(prev, obs, drift_points=t.drift_md_points, h=t.cusum_h,
                    md_threshold=t.md_points, min_runs_firing=settings.alerts.min_runs_firing)
         ev.states[cell] = new
-        notified_at = old.notified_at if old else None
         changed = new.state != prev.state
         rows.append(CellRecord(r.scenario, r.country, new.state, new.s_plus, new.s_minus,
                                new.alarm_runs, new.calm_runs, new.z, new.reason, run.run_id,
-                               now if changed or old is None else old.changed_at, notified_at))
-        if not changed or b is None:
+                               now if changed or old is None else old.changed_at,
+                               old.notified_at if old else None, new.level, new.level_runs))
+        if b is None:
             continue
-        tr = Transition(run.endpoint, r.scenario, r.country, prev.state, new.state, run.run_id,
-                        r.md, (r.ci_lower, r.ci_upper), r.n, b.md, (b.ci_lower, b.ci_upper),
-                        b.n, new.z, new.reason or prev.reason)
-        events.append(AlertEvent(r.scenario, r.country, now, prev.state, new.state, run.run_id,
-                                 r.md, b.md, new.z, tr.reason))
-        ev.transitions.append(tr)
-        recent = notified_at is not None and now - notified_at < cooldown
-        if r.scenario == POOLED and _pages(prev.state, new.state) and not (
-                new.state == AlertState.FIRING and recent):
-            moved = rank_movers(store.option_means([run.run_id]),
-                                store.option_means(baseline.run_ids), catalog,
-                                country=r.country, scenario=r.scenario, top=TOP_MOVERS_SLACK)
-            ev.to_notify.append(Transition(**{**tr.__dict__, "movers": moved}))
+        changes = []
+        if changed:
+            changes.append(("drift", prev.state, new.state, new.reason))
+        if new.level != prev.level:
+            where = "within" if new.level == "within" else "beyond"
+            why = (f"level: the whole MD CI {where} +-{t.md_points:g} points in {LEVEL_RUNS} "
+                   "runs running")
+            changes.append(("level", prev.level, new.level, why))
+        for kind, was, now_state, why in changes:
+            tr = Transition(run.endpoint, r.scenario, r.country, was, now_state, run.run_id,
+                            r.md, (r.ci_lower, r.ci_upper), r.n, b.md, (b.ci_lower, b.ci_upper),
+                            b.n, new.z, why, condition=kind, did=r.did,
+                            did_ci=(r.did_ci_lower, r.did_ci_upper))
+            events.append(AlertEvent(r.scenario, r.country, now, was, now_state, run.run_id,
+                                     r.md, b.md, new.z, why))
+            ev.transitions.append(tr)
+            pages = (_pages(was, now_state) if kind == "drift"
+                     else settings.alerts.page_on_level)
+            if r.scenario == POOLED and pages:
+                moved = rank_movers(store.option_means([run.run_id]),
+                                    store.option_means(baseline.run_ids), catalog,
+                                    country=r.country, scenario=r.scenario,
+                                    top=TOP_MOVERS_SLACK)
+                ev.to_notify.append(Transition(**{**tr.__dict__, "movers": moved}))
     store.save_alert_states(run.endpoint, rows, events)
     return ev

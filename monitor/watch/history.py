@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from monitor.config import AUTO_BASELINE_RUNS, Alerts, Thresholds
-from monitor.stats import JSDRow, MDRow, md_jsd_of, md_of, se_floor, tested
+from monitor.stats import JSDRow, MDRow, md_jsd_of, md_of
 from monitor.store import Store
 from monitor.vocab import FINISHED
-from monitor.watch.drift import CellState, Observation, step
+from monitor.watch.drift import CellState, observe, step
 
 __all__ = ["History", "history", "replay"]
 
@@ -47,11 +47,7 @@ def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
     for run_id in order:
         for r in by_run.get(run_id, []):
             key = (r.scenario, r.country)
-            b = ref.get(key)
-            obs = None
-            if b is not None and tested(r.n, r.se, b.n, b.se):
-                obs = Observation(r.md, se_floor(r.se, r.n, b.se, b.n), r.ci_lower,
-                                  r.ci_upper, r.n, b.md, b.se)
+            obs = observe(r, ref.get(key))
             new = step(cells.get(key, CellState()), obs, drift_points=t.drift_md_points,
                        h=t.cusum_h, md_threshold=t.md_points,
                        min_runs_firing=alerts.min_runs_firing)

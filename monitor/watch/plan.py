@@ -4,11 +4,12 @@ Numbers come from a seeded (deterministic) vectorised simulation of the
 daemon's detector per pooled country cell WITH baseline estimation error: a
 run's cell mean of n_c differences ~ N(mu, sd^2/n_c), its sd from a
 chi-square, the baseline B such runs pooled; the rules of monitor.stats.rules
-(MIN_CELL_N, SE floor), drift.py's z, k, Z_CLIP, CUSUM and states (a numpy replica of
-drift.step). bench/stat_validation.py checks it against the full generator
-(docs/plan.md). For each run size, h = the smallest of H_GRID meeting the
-false-page target (all cells); the plan is the smallest size at which a shift
-of --delta pages within --within-runs runs with p >= 0.8 in the worst cell.
+(MIN_CELL_N), and the detector itself: monitor.watch.drift.advance, the code
+drift.step runs, on arrays of cells (no replica). bench/stat_validation.py
+checks it against the full generator (docs/plan.md). For each run size, h =
+the smallest of H_GRID meeting the false-page target (all cells); the plan is
+the smallest size at which a shift of --delta pages within --within-runs runs
+with p >= 0.8 in the worst cell.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from monitor.config import AUTO_BASELINE_RUNS
 from monitor.errors import UsageError
 from monitor.stats import MIN_CELL_N, MDRow
 from monitor.vocab import POOLED
-from monitor.watch.drift import CALM_RUNS, CALM_Z, K_MIN, Z_CLIP
+from monitor.watch.drift import advance, variance
 
 __all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "cell_shares", "evaluate", "make_plan",
            "one_shot_n", "sd_from_md", "simulate"]
@@ -69,37 +70,23 @@ def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, bas
     rng = np.random.default_rng(seed)
     n = np.asarray(n_cell, float)[None, :]
     nb, shape = n * base_runs, (reps, n.shape[1])
-    valid = (n >= MIN_CELL_N) & (nb >= MIN_CELL_N)
+    valid = np.broadcast_to((n >= 1) & (nb >= MIN_CELL_N), shape)
     md_b = rng.standard_normal(shape) * sd / np.sqrt(nb)
     se_b = sd * np.sqrt(rng.chisquare(np.maximum(nb - 1, 1), shape) / np.maximum(nb - 1, 1)
                         / nb)
+    var = variance(se_b, nb, n)
     h = np.asarray(hs, float)[:, None, None]
-    s_plus, s_minus, alarm_runs, calm_runs = (np.zeros((len(hs), *shape)) for _ in range(4))
+    s_plus, s_minus, alarm_runs = (np.zeros((len(hs), *shape)) for _ in range(3))
     state = np.zeros((len(hs), *shape), np.int8)  # 0 ok, 1 pending, 2 firing
     fired = np.zeros((len(hs), reps, runs, n.shape[1]), bool)
     for t in range(runs):
         mu = shift if t >= shift_at else 0.0
-        md = mu + rng.standard_normal(shape) * sd / np.sqrt(n)
-        dof = np.maximum(n - 1, 1)
-        se = sd * np.sqrt(rng.chisquare(dof, shape) / dof / n)
-        se = np.maximum(se, se_b * np.sqrt(nb / n))
-        sigma = np.sqrt(se**2 + se_b**2)
-        z = (md - md_b) / sigma
-        k = np.maximum(K_MIN, drift_points / (2 * sigma))
-        new_plus = np.where(valid, np.maximum(0.0, s_plus + np.minimum(Z_CLIP, z - k)), s_plus)
-        new_minus = np.where(valid, np.maximum(0.0, s_minus + np.minimum(Z_CLIP, -z - k)),
-                             s_minus)
-        hot = np.maximum(new_plus, new_minus) > h
-        alarm_runs = np.where(valid, np.where(hot, alarm_runs + 1, 0), alarm_runs)
-        calm_runs = np.where(valid, np.where(np.abs(z) < CALM_Z, calm_runs + 1, 0), calm_runs)
-        new = np.where(valid & (state == 0) & hot, 1, state)
-        new = np.where(valid & (new > 0) & (alarm_runs >= min_runs_firing), 2, new)
-        new = np.where(valid & (state > 0) & (calm_runs >= CALM_RUNS), 0, new)
-        reset = (new == 0) & (state > 0)
-        s_plus, s_minus = np.where(reset, 0.0, new_plus), np.where(reset, 0.0, new_minus)
-        alarm_runs = np.where(reset, 0, alarm_runs)
+        diff = mu + rng.standard_normal(shape) * sd / np.sqrt(n) - md_b
+        new, s_plus, s_minus, alarm_runs = advance(
+            state, s_plus, s_minus, alarm_runs, diff, var, valid, delta=drift_points, h=h,
+            min_runs_firing=min_runs_firing)
         fired[:, :, t] = (new == 2) & (state != 2)
-        state = new.astype(np.int8)
+        state = new
     return fired
 
 
@@ -129,7 +116,7 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
               drift_points: float, min_runs_firing: int,
               auto_min_triplets: int | None) -> dict[str, Any]:
     """The smallest triplets per run on N_GRID (capped at the population) meeting both;
-    k is reported as its range over the cells (it depends on the cell's SE)."""
+    the gain per run at the design shift is reported as its range over the cells."""
     if not math.isfinite(sd) or sd <= 0:
         raise UsageError(f"sd of paired differences must be a positive number, got {sd}")
     if within < min_runs_firing:
@@ -152,18 +139,21 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
     n_run, h, fa, p = best
     b = _base_runs(n_run, auto_min_triplets)
     n = [max(1, round(n_run * s)) for s in cells.shares]
-    ks = [_k(drift_points, sd, c, b) for c in n]
+    gains = [_gain(drift_points, sd, c, b) for c in n]
     return {"reachable": True, "triplets_per_run": n_run,
             "triplets_per_cell": dict(zip(cells.names, n, strict=True)),
             "smallest_cell": cells.names[n.index(min(n))],
-            "cusum": {"h": h, "k_min": round(min(ks), 2), "k_max": round(max(ks), 2),
-                      "drift_md_points": drift_points, "baseline_runs": b},
+            "cusum": {"h": h, "gain_min": round(min(gains), 2),
+                      "gain_max": round(max(gains), 2), "drift_md_points": drift_points,
+                      "baseline_runs": b},
             "expected": {"false_alarms_per_100": fa, "p_detect": round(p, 3)}}
 
 
-def _k(drift_points: float, sd: float, n_cell: float, base_runs: int) -> float:
-    """drift.py's k for a cell of n_cell triplets per run (sigma with the baseline's SE)."""
-    return max(K_MIN, drift_points * math.sqrt(n_cell) / (2 * sd * math.sqrt(1 + 1 / base_runs)))
+def _gain(drift_points: float, sd: float, n_cell: float, base_runs: int) -> float:
+    """The evidence (nats) a run adds on average once the design shift is there,
+    delta^2 / 2v: h / gain runs to an alarm."""
+    v = float(variance(sd / math.sqrt(n_cell * base_runs), n_cell * base_runs, n_cell))
+    return drift_points**2 / (2 * v)
 
 
 def _base_runs(n_run: int, auto_min_triplets: int | None) -> int:
