@@ -42,7 +42,11 @@ from monitor.store.schema import APP, MIGRATIONS
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Database", "file_system", "insert", "size_text"]
+__all__ = ["Connection", "Database", "DatabaseError", "file_system", "insert", "size_text"]
+
+# The names the store's other modules use, so that duckdb itself is imported here only.
+Connection = duckdb.DuckDBPyConnection
+DatabaseError = duckdb.Error
 
 _LOCKED = re.compile(r"\b(?:could not set lock|conflicting lock)\b", re.IGNORECASE)
 _NO_ROOM = re.compile(r"no space left on device|disk quota exceeded|file too large|"

@@ -10,9 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
-
-from monitor.store.db import Database
+from monitor.store.db import Database, DatabaseError
 from monitor.store.records import ExportResult
 
 __all__ = ["ExportStore"]
@@ -54,7 +52,7 @@ class ExportStore(Database):
                         con.execute(f"COPY ({sql}) TO '{target}' (FORMAT PARQUET, "
                                     "PARTITION_BY (date, endpoint), OVERWRITE_OR_IGNORE)",
                                     [since])
-                except duckdb.Error as exc:
+                except DatabaseError as exc:
                     counts.pop(table, None)
                     damaged[table] = " ".join(str(exc).split())[:160]
         return ExportResult(counts, damaged)

@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import duckdb
-
-from monitor.store.db import Database, insert
+from monitor.store.db import Connection, Database, insert
 from monitor.store.records import CallTotals, OptionMean, StatRow, Usage
 from monitor.store.schema import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS
 from monitor.vocab import CallStatus
@@ -139,7 +137,7 @@ class ResultsStore(Database):
             "WHERE list_contains(?, s.run_id) AND c.status = ?", [list(run_ids), CallStatus.OK])
 
 
-def _count_replaced_failures(con: duckdb.DuckDBPyConnection, calls: dict[str, list[Any]]) -> None:
+def _count_replaced_failures(con: Connection, calls: dict[str, list[Any]]) -> None:
     if not calls["run_id"]:
         return
     rows = con.execute(
