@@ -25,6 +25,7 @@ from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetr
 from slack_sdk.webhook import WebhookClient
 
 from monitor.config import Slack
+from monitor.vocab import AlertState, LevelState
 from monitor.watch import Transition, bias_or_leniency
 
 __all__ = ["SlackNotifier", "build_blocks", "escape"]
@@ -54,8 +55,9 @@ def _ci(ci: tuple[float, float]) -> str:
 def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: bool = False,
                  note: str | None = None) -> tuple[str, list[dict[str, Any]]]:
     """(fallback text, Block Kit blocks) for one endpoint's state changes."""
-    firing = [t for t in transitions if t.to_state == "firing"]
-    level = [t for t in transitions if t.condition == "level" and t.to_state != "within"]
+    firing = [t for t in transitions if t.to_state == AlertState.FIRING]
+    level = [t for t in transitions if t.condition == "level"
+             and t.to_state != LevelState.WITHIN]
     head = (f"Local-language bias FIRING on {endpoint}" if firing
             else f"Local-language bias level beyond threshold on {endpoint}" if level
             else f"Local-language bias resolved on {endpoint}" if transitions

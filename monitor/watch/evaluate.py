@@ -15,6 +15,7 @@ compared.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,7 +24,7 @@ from monitor.catalog import Catalog
 from monitor.config import Settings
 from monitor.stats import MDRow, Summary, md_of
 from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
-from monitor.vocab import POOLED, AlertState
+from monitor.vocab import POOLED, AlertState, LevelState
 from monitor.watch.baseline import auto_baseline, comparable, run_model
 from monitor.watch.drift import LEVEL_RUNS, CellState, observe, step
 from monitor.watch.movers import Mover, rank_movers
@@ -97,8 +98,8 @@ def _pages(prev: str, new: str) -> bool:
 
 def bias_or_leniency(did: float, lo: float, hi: float) -> str:
     """What a cell's DiD says, with its CI (docs/statistics.md, DiD)."""
-    if not (did == did and lo == lo and hi == hi):
-        shown = "n/a" if did != did else f"{did:+.2f}"
+    if not all(math.isfinite(x) for x in (did, lo, hi)):
+        shown = f"{did:+.2f}" if math.isfinite(did) else "n/a"
         return f"DiD {shown} (no CI): bias or leniency cannot be told apart"
     ci = f"DiD {did:+.2f} [{lo:+.2f}, {hi:+.2f}]"
     if lo > 0 or hi < 0:
@@ -143,8 +144,8 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
             old.state, old.s_plus, old.s_minus, old.alarm_runs, old.calm_runs,
             level=old.level, level_runs=old.level_runs)
         obs = observe(r, b)
-        if obs is not None and b is not None:
-            ev.drift[cell] = r.md - b.md
+        if obs is not None:
+            ev.drift[cell] = obs.md - obs.md_base
         new = step(prev, obs, drift_points=t.drift_md_points, h=t.cusum_h,
                    md_threshold=t.md_points, min_runs_firing=settings.alerts.min_runs_firing)
         ev.states[cell] = new
@@ -159,7 +160,7 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         if changed:
             changes.append(("drift", prev.state, new.state, new.reason))
         if new.level != prev.level:
-            where = "within" if new.level == "within" else "beyond"
+            where = "within" if new.level == LevelState.WITHIN else "beyond"
             why = (f"level: the whole MD CI {where} +-{t.md_points:g} points in {LEVEL_RUNS} "
                    "runs running")
             changes.append(("level", prev.level, new.level, why))
