@@ -14,15 +14,12 @@ from typing import Any
 import pytest
 
 from monitor.catalog import Catalog
-from monitor.config import load_settings
 from monitor.daemon import outbox
 from monitor.daemon.job import Daemon
-from monitor.daemon.metrics import MetricsState
-from monitor.daemon.slack import SlackNotifier
 from monitor.store import Store
 from monitor.watch import Transition
 from tests.support.db import rows
-from tests.support.helpers import DirectSimClient, write_config
+from tests.support.helpers import DirectSimClient, sim_daemon, write_config
 from tests.support.slack import Answer, serve_slack
 
 SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 64, "rpm": 100000}
@@ -34,10 +31,8 @@ def _daemon(tmp_path: Path, catalog: Catalog, url_env: str, *, triplets: int, ba
                        sampling={"triplets_per_run": triplets},
                        baseline={"auto_min_triplets": triplets * base_runs},
                        alerts={"slack": {"webhook_url_env": url_env}, **alerts})
-    settings, _ = load_settings(cfg)
-    store = Store(settings.storage.path)
-    return Daemon(settings, catalog, store, MetricsState(), SlackNotifier(settings.alerts.slack),
-                  client_factory=None), store
+    daemon, _, store = sim_daemon(cfg, catalog)
+    return daemon, store
 
 
 async def _runs(daemon: Daemon, catalog: Catalog, params: list[dict[str, Any]]) -> None:

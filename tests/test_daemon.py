@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 
 from monitor.catalog import Catalog
-from monitor.config import Settings, load_settings
+from monitor.config import Settings
 from monitor.daemon import outbox
 from monitor.daemon.job import Daemon
 from monitor.daemon.metrics import MetricsState
-from monitor.daemon.slack import SlackNotifier
 from monitor.store import Store
 from tests.support.db import rows
-from tests.support.helpers import DirectSimClient, write_config
+from tests.support.helpers import DirectSimClient, sim_daemon, write_config
 from tests.support.process import free_port
 from tests.support.slack import Answer, serve_slack
 
@@ -27,13 +26,8 @@ SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 1
 
 def _daemon(tmp_path: Path, catalog: Catalog, params: dict[str, Any],
             **sections: Any) -> tuple[Daemon, Settings, Store]:
-    cfg = write_config(tmp_path, [{**SIM, "params": params}], **sections)
-    settings, _ = load_settings(cfg)
-    store = Store(settings.storage.path)
-    daemon = Daemon(settings, catalog, store, MetricsState(),
-                    SlackNotifier(settings.alerts.slack),
-                    client_factory=lambda ep: DirectSimClient(  # type: ignore[arg-type,return-value]
-                        {**ep.params}, catalog.root))
+    daemon, settings, store = sim_daemon(write_config(tmp_path, [{**SIM, "params": params}],
+                                                      **sections), catalog)
     return daemon, settings, store
 
 

@@ -21,14 +21,9 @@ from PIL import Image
 
 from monitor.catalog import load_catalog
 from monitor.cli import main
-from monitor.config import load_settings
-from monitor.daemon.job import Daemon
-from monitor.daemon.metrics import MetricsState
-from monitor.daemon.slack import SlackNotifier
 from monitor.stats import jsd_of, md_of, weakness_of
-from monitor.store import Store
 from tests.support.db import frame, rows
-from tests.support.helpers import DirectSimClient, write_config
+from tests.support.helpers import DirectSimClient, sim_daemon, write_config
 
 PARAMS = {"bias_points": {"CN": 0.4, "KR": 0.3}, "noise_sd": 1.0, "weakness_drop": 0.5}
 HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)> <!-- @channel"
@@ -43,10 +38,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cfg = write_config(tmp, [{"name": "sim", "model": "simulated/demo", "max_concurrency": 32,
                               "rpm": 100000, "params": PARAMS}],
                        sampling={"triplets_per_run": 30}, baseline={"auto_min_triplets": 120})
-    settings, _ = load_settings(cfg)
-    store = Store(settings.storage.path)
-    daemon = Daemon(settings, catalog, store, MetricsState(),
-                    SlackNotifier(settings.alerts.slack), client_factory=None)
+    daemon, _, store = sim_daemon(cfg, catalog)
 
     async def runs() -> None:
         for i in range(8):

@@ -38,14 +38,11 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.cli import main
-from monitor.config import load_settings
-from monitor.daemon.job import Daemon
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import MAX_ATTEMPTS, triage
-from monitor.daemon.slack import SlackNotifier
 from monitor.store import CellRecord, RunRow, Store
 from monitor.store import owner as owners
-from tests.support.helpers import DirectSimClient, openai_endpoint, write_config
+from tests.support.helpers import DirectSimClient, openai_endpoint, sim_daemon, write_config
 from tests.support.openai import Reply, Request, options_in, serve
 from tests.support.process import Gate, daemon, free_port, get, wait_until
 
@@ -298,12 +295,7 @@ def test_the_daemon_resumes_an_orphan_and_logs_what_it_closes(
         tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
     cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo",
                                    "max_concurrency": 8, "rpm": 100000, "params": {"seed": 2}}])
-    settings, _ = load_settings(cfg)
-    store = Store(settings.storage.path)
-    daemon = Daemon(settings, shipped_catalog, store, MetricsState(),
-                    SlackNotifier(settings.alerts.slack),
-                    client_factory=lambda ep: DirectSimClient(  # type: ignore[arg-type,return-value]
-                        {**ep.params}, shipped_catalog.root))
+    daemon, _, store = sim_daemon(cfg, shipped_catalog)
     asyncio.run(daemon.run_job("sim"))  # a first, complete run
     [first] = store.runs("sim")
     now = datetime.now(UTC)
@@ -341,12 +333,8 @@ def test_an_unreachable_endpoint_says_nothing_about_the_model_and_keeps_the_gaug
     cfg = write_config(tmp_path, [{"name": "sim", "model": "openai/fake-model",
                                    "api_base": "http://127.0.0.1:9/v1", "max_concurrency": 8,
                                    "rpm": 100000}], baseline={"auto_min_triplets": 4})
-    settings, _ = load_settings(cfg)
-    store = Store(settings.storage.path)
-    daemon = Daemon(settings, shipped_catalog, store, MetricsState(),
-                    SlackNotifier(settings.alerts.slack),
-                    client_factory=lambda ep: DirectSimClient(  # type: ignore[arg-type,return-value]
-                        {"seed": 3}, shipped_catalog.root, model="fake-model"))
+    daemon, _, store = sim_daemon(cfg, shipped_catalog, lambda ep: DirectSimClient(
+        {"seed": 3}, shipped_catalog.root, model="fake-model"))
     for _ in range(3):
         asyncio.run(daemon.run_job("sim"))
     assert store.baseline("sim") is not None

@@ -43,6 +43,23 @@ class DirectSimClient:
                           0.0001, self.model, self.fingerprint, 1)
 
 
+def sim_daemon(cfg: Path, catalog: Any, client: Any = None) -> tuple[Any, Any, Any]:
+    """(Daemon, Settings, Store) of `cfg`, the daemon's job in-process; each run's client
+    is `client(endpoint)`, by default a DirectSimClient of the endpoint's params."""
+    from monitor.config import load_settings
+    from monitor.daemon.job import Daemon
+    from monitor.daemon.metrics import MetricsState
+    from monitor.daemon.slack import SlackNotifier
+    from monitor.store import Store
+
+    settings, _ = load_settings(cfg)
+    store = Store(settings.storage.path)
+    factory = client or (lambda ep: DirectSimClient({**ep.params}, catalog.root))
+    daemon = Daemon(settings, catalog, store, MetricsState(),
+                    SlackNotifier(settings.alerts.slack), client_factory=factory)
+    return daemon, settings, store
+
+
 def store_scores(store: Any, rows: list[dict[str, Any]]) -> None:
     """Write synthetic answered calls and their scores, as a run would. A row:
     run_id, triplet_id, language, label, option_id, country, score (and optionally
