@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "AlertState", "CallStatus",
-           "LevelState", "RunStatus", "Variant"]
+__all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "AlertState",
+           "AnswerFormat", "CallStatus", "LevelState", "Persona", "RunStatus", "Variant"]
 
 
 class CallStatus(StrEnum):
@@ -43,6 +43,22 @@ class Variant(StrEnum):
     COT = "cot"
     FEMALE = "female"
     MALE = "male"
+
+
+class Persona(StrEnum):
+    """Where the probe's consultant persona goes when the assistant has its own system prompt."""
+
+    SYSTEM = "system"  # the system message (appended after the assistant's own)
+    USER = "user"  # the start of the user's message, as the asker's context
+    OFF = "off"  # left out
+
+
+class AnswerFormat(StrEnum):
+    """How the answer is asked for: free text (the prompt's JSON block) or a response schema."""
+
+    TEXT = "text"
+    JSON_SCHEMA = "json_schema"
+    AUTO = "auto"  # json_schema where LiteLLM knows the model supports it, else text
 
 
 class AlertState(StrEnum):

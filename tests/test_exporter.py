@@ -271,6 +271,7 @@ def _call(run_id: str, i: int, endpoint: str, status: str, latency: float | None
         "input_tokens": tin, "output_tokens": tout, "cost_usd": cost,
         "model_id": None if status == "failed" else "gpt-4o-2024-08-06", "fingerprint": None,
         "attempts": 1, "created_at": datetime(2026, 3, 1, 12, 0, i, tzinfo=UTC),
+        "answer_format": "text",
     }
 
 

@@ -43,6 +43,14 @@ def _layout(db: Path) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
+def _all(db: Path, sql: str) -> list[tuple[object, ...]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
 def _scalar(db: Path, sql: str) -> object:
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -89,9 +97,15 @@ def test_old_database_migrates_to_the_current_schema(version: int, tmp_path: Pat
         assert run.owner is None and run.heartbeat_at is None
     else:
         assert (run.attempts, run.owner) == (1, "host|boot|1|2")
+    # v6: runs before it asked the paper's way (the default setup, in text)
+    want_setup = "setup-0123456789ab" if version >= 6 else "default"
+    assert run.setup == want_setup
+    assert {r[0] for r in _all(db, "SELECT answer_format FROM probe_calls")} == {
+        "json_schema" if version >= 6 else "text"}
     if version >= 2:
         base = store.baseline("ep")
         assert base is not None and list(base.run_ids) == ["ep-r1"]
+        assert base.setup == want_setup
         assert _scalar(db, "SELECT count(*) FROM alert_events") == 1
         cell = store.alert_states("ep")[("all", "CN")]
         assert (cell.state, cell.reason) == ("pending", "drift up")

@@ -77,6 +77,7 @@ def _call(run_id: str, i: int, *, status: str = "ok", **over: Any) -> dict[str, 
         "attempts": 4 if failed else 1 + i % 3,
         "created_at": datetime(2024, 5, 1, 12, 0, tzinfo=TZS[i % 3])
         + timedelta(seconds=i, microseconds=(i * 7919) % 1_000_000),
+        "answer_format": "json_schema" if i % 5 == 2 else "text",
     }
     row.update(over)
     return row

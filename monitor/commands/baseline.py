@@ -54,10 +54,13 @@ def baseline_set(args: argparse.Namespace) -> int:
                              "--once --resume RUN_ID` or choose others")
         versions = {r.catalog_version for r in runs}
         models = set(store.run_model_ids(run_ids).values())
-        if len(versions) > 1 or len(models) > 1:
-            raise UsageError(f"endpoint {endpoint}: the runs mix catalog versions {versions} or "
-                             f"model ids {models}; a baseline must be one model on one catalog")
-        store.set_baseline(endpoint, run_ids, versions.pop(), models.pop(), auto=False)
+        setups = {r.setup for r in runs}
+        if len(versions) > 1 or len(models) > 1 or len(setups) > 1:
+            raise UsageError(f"endpoint {endpoint}: the runs mix catalog versions {versions}, "
+                             f"model ids {models} or assistant setups {setups}; a baseline must "
+                             "be one model in one setup on one catalog")
+        store.set_baseline(endpoint, run_ids, versions.pop(), models.pop(), auto=False,
+                           setup=setups.pop())
         print(f"baseline of {endpoint}: {len(run_ids)} run(s) {', '.join(run_ids)}")
     return 0
 

@@ -1,5 +1,6 @@
 """The configuration: its schema (model.py) and how it is found and loaded (load.py)."""
 
+from monitor.config.assistant import DEFAULT_SETUP, Setup, setup_for
 from monitor.config.load import (
     demo_config_path,
     load_settings,
@@ -23,8 +24,10 @@ from monitor.config.model import (
     Thresholds,
     parse_every,
 )
+from monitor.config.target import HTTP_PLACEHOLDERS, HttpTarget, parse_path
 
-__all__ = ["AUTO_BASELINE_RUNS", "Alerts", "BaselineCfg", "Budget", "CatalogCfg", "Endpoint",
-           "Metrics", "Sampling", "Schedule", "Settings", "Slack", "Storage", "Thresholds",
-           "demo_config_path", "load_settings", "masked_dump", "parse_every", "parse_since",
-           "resolve_config_path"]
+__all__ = ["AUTO_BASELINE_RUNS", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS", "Alerts", "BaselineCfg",
+           "Budget", "CatalogCfg", "Endpoint", "HttpTarget", "Metrics", "Sampling", "Schedule",
+           "Settings", "Setup", "Slack", "Storage", "Thresholds", "demo_config_path",
+           "load_settings", "masked_dump", "parse_every", "parse_path", "parse_since",
+           "resolve_config_path", "setup_for"]

@@ -70,7 +70,13 @@ def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
     except Exception as exc:  # YAML syntax errors, unreadable files
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{path}: cannot read config: {first}") from None
-    return Settings.model_validate(settings.model_dump()), path
+    data = settings.model_dump()
+    # A system prompt file is found next to the config that names it (a mounted
+    # config directory in a container), not in whatever directory the daemon starts in.
+    for ep in data["endpoints"]:
+        if ep.get("system_prompt_file") and not Path(ep["system_prompt_file"]).is_absolute():
+            ep["system_prompt_file"] = str(path.parent.resolve() / ep["system_prompt_file"])
+    return Settings.model_validate(data), path
 
 
 def _one_line(exc: ValidationError, path: Path) -> str:
@@ -134,6 +140,9 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
                                 "or query values (masked here); keep secrets in environment "
                                 "variables")
             raw["api_base"] = masked
+        for header, var in ep.headers_env.items():
+            state = "set" if os.environ.get(var) else "NOT SET"
+            raw["headers_env"][header] = f"{var} ({state}; value never shown)"
         for key in list(raw.get("params", {})):
             if _is_secret(key):
                 raw["params"][key] = "***"

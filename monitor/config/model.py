@@ -11,11 +11,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from monitor.config.target import HttpTarget
 from monitor.errors import ConfigError
-from monitor.vocab import Variant
+from monitor.vocab import AnswerFormat, Persona, Variant
 
 __all__ = ["AUTO_BASELINE_RUNS", "Endpoint", "Settings", "Slack", "Thresholds", "parse_every"]
 
@@ -29,6 +30,10 @@ class Cost(BaseModel):
     model_config = _Strict
     input: float | None = Field(None, ge=0, description="USD per 1000 input tokens.")
     output: float | None = Field(None, ge=0, description="USD per 1000 output tokens.")
+
+
+_HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+_ENV = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class Endpoint(BaseModel):
@@ -50,10 +55,82 @@ class Endpoint(BaseModel):
                                    description="Extra completion parameters.")
     cost_per_1k_tokens: Cost = Field(default_factory=Cost,
                                      description="Prices, where LiteLLM has none.")
+    system_prompt: str | None = Field(None, min_length=1,
+                                      description="The assistant's own system prompt.")
+    system_prompt_file: str | None = Field(
+        None, min_length=1, description="File of the system prompt; {language} in the path "
+                                        "picks one per language (relative to the config).")
+    persona: Persona | None = Field(
+        None, description="Where the probe's consultant persona goes: system, user or off; "
+                          "null = system without a system prompt, user with one.")
+    headers_env: dict[str, str] = Field(
+        default_factory=dict, description="Extra request headers: name -> the environment "
+                                          "variable holding its value.")
+    answer_format: AnswerFormat = Field(
+        AnswerFormat.TEXT, description="text, json_schema (a response schema) or auto "
+                                       "(json_schema where LiteLLM knows it is supported).")
+    http: HttpTarget | None = Field(None, description="The request of an http/<name> model.")
+
+    @field_validator("headers_env")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, var in v.items():
+            if not _HEADER.match(name):
+                raise ValueError(f"{name!r} is not a header name")
+            if not re.match(_ENV, var):
+                raise ValueError(f"headers_env.{name}: {var!r} is not an environment variable "
+                                 "name; the value belongs in the environment, not here")
+        return v
+
+    @model_validator(mode="after")
+    def _target(self) -> Endpoint:
+        if self.model.startswith("http/") and self.http is None:
+            raise ValueError(f"model {self.model}: an http/ model needs an `http:` section "
+                             "(url, body, response_path)")
+        if self.http is not None and not self.model.startswith("http/"):
+            raise ValueError(f"`http:` is only for http/<name> models, not {self.model}")
+        if self.system_prompt and self.system_prompt_file:
+            raise ValueError("set system_prompt or system_prompt_file, not both")
+        return self
 
     @property
     def simulated(self) -> bool:
         return self.model.startswith("simulated/")
+
+    @property
+    def has_system_prompt(self) -> bool:
+        return bool(self.system_prompt or self.system_prompt_file)
+
+    def system_prompt_for(self, language: str) -> str | None:
+        """The assistant's system prompt in `language`; ConfigError naming an unreadable file."""
+        if self.system_prompt:
+            return self.system_prompt.strip()
+        if not self.system_prompt_file:
+            return None
+        path = Path(self.system_prompt_file.replace("{language}", language))
+        key = f"endpoints[{self.name}].system_prompt_file"
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: {key}: no system prompt file for language {language}; "
+                              "write it or drop the language from sampling.languages") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ConfigError(f"{path}: {key}: cannot read the system prompt: {why}") from None
+        if not text:
+            raise ConfigError(f"{path}: {key}: the system prompt file is empty; write the "
+                              "prompt or remove system_prompt_file")
+        return text
+
+    def header_values(self) -> dict[str, str]:
+        """The extra headers with their values from the environment (unset ones left out)."""
+        return {name: os.environ[var] for name, var in self.headers_env.items()
+                if os.environ.get(var)}
+
+    def secrets(self) -> list[str]:
+        """Every secret value this endpoint sends, to be masked wherever text is shown."""
+        values = [v for v in (self.api_key(), *self.header_values().values()) if v]
+        return sorted(set(values), key=len, reverse=True)
 
     def api_key(self) -> str | None:
         """The key from the environment; None when unset or not configured."""
@@ -192,12 +269,17 @@ class Settings(BaseSettings):
         return v
 
     def require_keys(self, endpoints: list[Endpoint], source: Path) -> None:
-        """Fail before any call when a configured key variable is not set."""
+        """Fail before any call when a configured key or header variable is not set."""
         for ep in endpoints:
             if ep.api_key_env and not ep.api_key():
                 raise ConfigError(f"{source}: endpoints[{ep.name}].api_key_env: environment "
                                   f"variable {ep.api_key_env} is not set; export it or set "
                                   "api_key_env: null for a keyless endpoint")
+            for name, var in ep.headers_env.items():
+                if not os.environ.get(var):
+                    raise ConfigError(f"{source}: endpoints[{ep.name}].headers_env.{name}: "
+                                      f"environment variable {var} is not set; export it or "
+                                      "remove the header")
 
     def endpoint(self, name: str) -> Endpoint:
         for e in self.endpoints:

@@ -78,7 +78,7 @@ class BiasCollector(Collector):
         yield _gauge("coverage_ratio", "Scored / asked per language in the last run.",
                      ["endpoint", "language"], s.coverage)
         yield _gauge("baseline_comparable", "1 if the last run was compared with the baseline "
-                     "(same catalog and model id), else 0.", ["endpoint"],
+                     "(same catalog, model id and assistant setup), else 0.", ["endpoint"],
                      {k: float(v) for k, v in s.comparable.items()})
         yield _gauge("budget_exhausted", "1 if the daily budget stopped runs, else 0.",
                      ["endpoint"], {k: float(v) for k, v in s.budget_exhausted.items()})

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from monitor.catalog import Catalog
-from monitor.config import Endpoint, Settings
+from monitor.config import Endpoint, Settings, setup_for
 from monitor.daemon import outbox
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import triage
@@ -187,7 +187,8 @@ class Daemon:
         for run in self.store.close_orphans(endpoint.name):
             log.warning("endpoint %s: run %s was left running: %s; marked interrupted",
                         endpoint.name, run.run_id, run.reason)
-        plan = triage(self.store.runs(endpoint.name), self.catalog.version)
+        setup = setup_for(endpoint, [], list(self.catalog.languages)).key
+        plan = triage(self.store.runs(endpoint.name), self.catalog.version, setup)
         for run, why in plan.close:
             self.store.close_run(run.run_id, RunStatus.FAILED, why)
             log.warning("endpoint %s: run %s closed as failed, %s (its answers stay stored)",

@@ -114,7 +114,8 @@ def _load(store: Store, ep: str) -> Snapshot:
         if base is not None:  # read back, so the gauge survives a restart
             model = store.run_model_ids([measured.run_id])[measured.run_id]
             snap.comparable[ep] = int(model == base.model_id
-                                      and measured.catalog_version == base.catalog_version)
+                                      and measured.catalog_version == base.catalog_version
+                                      and measured.setup == base.setup)
     for (scen, country), cell in store.alert_states(ep).items():
         snap.alert[(ep, scen, country)] = STATE_VALUE.get(cell.state, 0)
         snap.level[(ep, scen, country)] = LEVEL_VALUE.get(cell.level, 0)

@@ -5,7 +5,7 @@ The policy, applied before every scheduled run of an endpoint and at start
 - a run left `running` by a process that is gone is first closed as
   `interrupted` (Store.close_orphans);
 - the newest interrupted run is resumed - at the daemon's start, not at the
-  next slot - when it is on the current catalog, younger than
+  next slot - when it is on the current catalog and assistant setup, younger than
   RESUME_WITHIN and was started fewer than MAX_ATTEMPTS times (a run whose
   process keeps dying, e.g. out of memory, must not be retried for ever);
 - every other interrupted run is closed as `failed`, its reason stored and
@@ -33,7 +33,7 @@ class Triage:
     close: list[tuple[RunRow, str]]  # run, why it is not resumed
 
 
-def triage(runs: Sequence[RunRow], catalog_version: str, *,
+def triage(runs: Sequence[RunRow], catalog_version: str, setup: str, *,
            now: datetime | None = None) -> Triage:
     now = now or datetime.now(UTC)
     waiting = sorted((r for r in runs if r.status == "interrupted"),
@@ -44,6 +44,9 @@ def triage(runs: Sequence[RunRow], catalog_version: str, *,
         if run.catalog_version != catalog_version:
             close.append((run, f"not resumed: the catalog changed since (run on "
                                f"{run.catalog_version}, now {catalog_version})"))
+        elif run.setup != setup:
+            close.append((run, f"not resumed: the assistant setup changed since (run with "
+                               f"{run.setup}, now {setup})"))
         elif now - run.started_at > RESUME_WITHIN:
             close.append((run, "not resumed: interrupted more than "
                                f"{RESUME_WITHIN.total_seconds() / 3600:g} h after it started"))

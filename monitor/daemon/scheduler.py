@@ -30,8 +30,8 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from monitor.catalog import load_catalog
-from monitor.config import Settings, load_settings, parse_every
+from monitor.catalog import Catalog, load_catalog
+from monitor.config import Settings, load_settings, parse_every, setup_for
 from monitor.daemon.exporter import MetricsServer, make_registry
 from monitor.daemon.jobs import ChildJobs
 from monitor.daemon.metrics import MetricsState
@@ -72,20 +72,23 @@ def serve(config: Path | None) -> int:
     catalog = load_catalog(settings.catalog.path)  # a broken catalog fails here, not per run
     trigger = make_trigger(settings, source)
     settings.require_keys(settings.endpoints, source)
+    for ep in settings.endpoints:  # a missing system prompt file fails here, not per run
+        setup_for(ep, settings.sampling.languages, list(catalog.languages))
     store = Store(settings.storage.path)
-    return asyncio.run(_main(settings, config, source, store, trigger, catalog.version))
+    return asyncio.run(_main(settings, config, source, store, trigger, catalog))
 
 
-def _wants_run_now(store: Store, endpoint: str, catalog_version: str) -> bool:
+def _wants_run_now(store: Store, endpoint: str, catalog_version: str,
+                   setup: str = "default") -> bool:
     """Close runs left by dead processes; True when one waits to be resumed."""
     for run in store.close_orphans(endpoint):
         log.warning("endpoint %s: run %s was left running: %s; marked interrupted",
                     endpoint, run.run_id, run.reason)
-    return triage(store.runs(endpoint), catalog_version).resume is not None
+    return triage(store.runs(endpoint), catalog_version, setup).resume is not None
 
 
 async def _main(settings: Settings, config: Path | None, source: Path, store: Store,
-                trigger: BaseTrigger, catalog_version: str) -> int:
+                trigger: BaseTrigger, catalog: Catalog) -> int:
     state = MetricsState()
     daemon = ChildJobs(config, store, state)
     resume_now = set()
@@ -93,7 +96,8 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
         await asyncio.to_thread(state.refresh, store, ep.name)
         for flag in ("run_failures", "delivery_failures", "runs_skipped"):
             state.set_flag(flag, ep.name, 0)  # every series from the start, for rate()
-        if await asyncio.to_thread(_wants_run_now, store, ep.name, catalog_version):
+        setup = setup_for(ep, [], list(catalog.languages)).key
+        if await asyncio.to_thread(_wants_run_now, store, ep.name, catalog.version, setup):
             resume_now.add(ep.name)
     period = period_seconds(trigger)
     scheduler = AsyncIOScheduler(timezone=UTC)

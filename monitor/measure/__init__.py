@@ -2,7 +2,9 @@
 
     sampling.py   the seeded rotation of triplets, variants and option orders
     prompts.py    the messages of one (triplet, language)
-    llm.py        the only LiteLLM user: limits, retries, the simulated provider
+    assistant.py  the assistant's setup applied to them (config/assistant.py), its schema
+    llm.py        the only LiteLLM user: limits, retries, the simulated and http providers
+    http_target.py  the request to an assistant's own HTTP API (the http provider's)
     ratelimit.py  calls in flight and requests per minute
     simulated.py  the simulated model with a known injected bias
     parse.py      the three scores read out of an answer

@@ -10,6 +10,16 @@
   Error texts are one line, truncated, with the API key masked.
 - `simulated/<profile>` is registered as a LiteLLM custom provider, so the
   demo endpoint goes through exactly the same path as a real one.
+- `http/<name>` is the custom provider for an assistant behind its own HTTP
+  API (endpoints[].http): the body is the configured JSON template with the
+  placeholders filled in, the answer is read at `response_path`. An error
+  status raises with its code and headers, so that LiteLLM maps it to its
+  exceptions and the retry rules below apply as for any provider.
+- Extra headers (endpoints[].headers_env) and the key are secrets: every
+  error text is masked with all of them.
+- answer_format json_schema asks for a response schema; a provider that
+  rejects it (a 400 naming the response format) is asked in text from then
+  on, and each call records the format it was really asked in.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import time
 import warnings
 from collections.abc import Awaitable, Callable
@@ -29,9 +40,11 @@ import litellm
 from litellm.llms.custom_llm import CustomLLM
 
 from monitor.config import Endpoint
+from monitor.measure import http_target
 from monitor.measure.ratelimit import RateLimiter
 from monitor.measure.simulated import SimParams
 from monitor.measure.simulated import answer as simulated_answer
+from monitor.vocab import AnswerFormat
 
 __all__ = ["CallResult", "ChatClient", "LLMClient"]
 
@@ -64,6 +77,7 @@ class CallResult:
     model_id: str | None
     fingerprint: str | None
     attempts: int
+    answer_format: str = AnswerFormat.TEXT  # what the call was really asked in
 
     @property
     def ok(self) -> bool:
@@ -73,7 +87,8 @@ class CallResult:
 class ChatClient(Protocol):
     """What a run needs of a client: one chat completion that never raises."""
 
-    async def complete(self, messages: list[dict[str, str]]) -> CallResult: ...
+    async def complete(self, messages: list[dict[str, str]], *, language: str | None = None,
+                       schema: dict[str, Any] | None = None) -> CallResult: ...
 
 
 class _Simulated(CustomLLM):
@@ -81,10 +96,11 @@ class _Simulated(CustomLLM):
             self, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         response = kwargs["model_response"]
         optional = dict(kwargs.get("optional_params") or {})
-        params = SimParams.from_params({k: v for k, v in optional.items()
-                                        if k not in ("max_retries", "stream")})
+        schema = optional.get("response_format") is not None
+        params = SimParams.from_params({k: v for k, v in optional.items() if k not in (
+            "max_retries", "stream", "response_format", "language")})
         # Off the event loop: the catalog load on first use is a few ms of IO.
-        reply = await asyncio.to_thread(simulated_answer, messages, params)
+        reply = await asyncio.to_thread(simulated_answer, messages, params, schema=schema)
         response.choices[0].message.content = reply.text
         response.model = f"simulated/{model}"
         response.system_fingerprint = f"sim-{params.seed}"
@@ -97,10 +113,33 @@ class _Simulated(CustomLLM):
         raise NotImplementedError("the simulated endpoint is async only")
 
 
+class _HttpTarget(CustomLLM):
+    async def acompletion(  # type: ignore[override]  # litellm passes keywords only
+            self, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        response = kwargs["model_response"]
+        optional = dict(kwargs.get("optional_params") or {})
+        target = optional["http_target"]
+        text, model_id = await http_target.ask(
+            target, messages, language=optional.get("language") or "", model=model,
+            headers=kwargs.get("headers") or {}, api_key=kwargs.get("api_key"),
+            timeout_s=float(kwargs.get("timeout") or 60))
+        response.choices[0].message.content = text
+        response.model = str(model_id) if model_id is not None else f"http/{model}"
+        return response
+
+    def completion(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the http target is async only")
+
+
 litellm.custom_provider_map = [
-    *[p for p in litellm.custom_provider_map if p.get("provider") != "simulated"],
+    *[p for p in litellm.custom_provider_map if p.get("provider") not in ("simulated", "http")],
     {"provider": "simulated", "custom_handler": _Simulated()},
+    {"provider": "http", "custom_handler": _HttpTarget()},
 ]
+
+# A 400 that names the response format: the provider cannot take a schema.
+_NO_SCHEMA = re.compile(r"response_format|json_schema|response schema|structured output",
+                        re.IGNORECASE)
 
 
 class LLMClient:
@@ -119,30 +158,57 @@ class LLMClient:
                                               clock=clock, sleep=sleep)
         self._params = {**endpoint.params, **(extra_params or {})}
         self._key = endpoint.api_key()
+        self._headers = endpoint.header_values()
+        self._secrets = endpoint.secrets()
+        self._schema_ok = self._wants_schema(endpoint)
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
         self._backoff_base_s = _BACKOFF_BASE_S if backoff_base_s is None else backoff_base_s
 
-    async def complete(self, messages: list[dict[str, str]]) -> CallResult:
+    @staticmethod
+    def _wants_schema(endpoint: Endpoint) -> bool:
+        if endpoint.answer_format == AnswerFormat.JSON_SCHEMA:
+            return True
+        if endpoint.answer_format == AnswerFormat.TEXT:
+            return False
+        if endpoint.simulated:
+            return True
+        try:  # auto: only where LiteLLM's model list says the model takes a schema
+            return bool(litellm.supports_response_schema(model=endpoint.model))
+        except Exception:
+            return False
+
+    async def complete(self, messages: list[dict[str, str]], *, language: str | None = None,
+                       schema: dict[str, Any] | None = None) -> CallResult:
         ep = self.endpoint
         started = self._clock()
         error = "not attempted"
-        for attempt in range(1, ep.max_retries + 2):
+        attempt = 0
+        while attempt <= ep.max_retries:
+            attempt += 1
             wait: float | None = None
+            fmt = schema if schema is not None and self._schema_ok else None
             try:
                 async with self.limiter:
                     t0 = self._clock()
                     # asyncio.timeout, not wait_for: no extra task per call.
                     async with asyncio.timeout(ep.timeout_s + 5):
-                        response = await self._call(messages)
+                        response = await self._call(messages, language, fmt)
                     latency = self._clock() - t0
-                return self._result(response, latency, attempt)
+                return self._result(response, latency, attempt,
+                                    AnswerFormat.JSON_SCHEMA if fmt else AnswerFormat.TEXT)
             except TimeoutError:
                 error = f"timeout after {ep.timeout_s:g}s"
             except Exception as exc:
                 error = self._describe(exc)
                 status = getattr(exc, "status_code", None)
+                if fmt is not None and status == 400 and _NO_SCHEMA.search(str(exc)):
+                    # The provider cannot take a schema: ask in text, now and from now on
+                    # (this attempt is not counted as a retry).
+                    self._schema_ok = False
+                    attempt -= 1
+                    continue
                 if isinstance(status, int) and 400 <= status < 500 and status not in _RETRY_STATUS:
                     break  # auth, bad request, unknown model: retrying cannot help
                 wait = _retry_after(exc)
@@ -150,14 +216,24 @@ class LLMClient:
                 break
             backoff = min(_BACKOFF_CAP_S, self._backoff_base_s * 2 ** (attempt - 1))
             await self._sleep(wait if wait is not None else backoff * (0.5 + self._jitter()))
+        asked = AnswerFormat.JSON_SCHEMA if schema is not None and self._schema_ok else \
+            AnswerFormat.TEXT
         return CallResult(None, error, self._clock() - started, None, None, None, None, None,
-                          attempt)
+                          attempt, asked)
 
-    async def _call(self, messages: list[dict[str, str]]) -> Any:
+    async def _call(self, messages: list[dict[str, str]], language: str | None,
+                    schema: dict[str, Any] | None) -> Any:
         ep = self.endpoint
         kwargs: dict[str, Any] = {"model": ep.model, "messages": messages,
                                   "timeout": ep.timeout_s, "num_retries": 0, "max_retries": 0,
                                   **self._params}
+        if schema is not None:
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
+        if self._headers:
+            kwargs["extra_headers"] = self._headers
+        if ep.http is not None:
+            kwargs["http_target"] = ep.http.model_dump()
+            kwargs["language"] = language
         if ep.api_base:
             kwargs["api_base"] = ep.api_base
         if self._key:
@@ -166,7 +242,8 @@ class LLMClient:
             kwargs["api_key"] = "no-key"
         return await litellm.acompletion(**kwargs)
 
-    def _result(self, response: Any, latency: float, attempts: int) -> CallResult:
+    def _result(self, response: Any, latency: float, attempts: int,
+                answer_format: AnswerFormat) -> CallResult:
         choices = getattr(response, "choices", None) or []
         text = getattr(getattr(choices[0], "message", None), "content", None) if choices else None
         usage = getattr(response, "usage", None)
@@ -176,7 +253,7 @@ class LLMClient:
         fingerprint = getattr(response, "system_fingerprint", None)
         error = None if text else "empty answer (no choices or no content)"
         return CallResult(text, error, latency, tin, tout, self._cost(response, tin, tout),
-                          model_id, fingerprint, attempts)
+                          model_id, fingerprint, attempts, answer_format)
 
     def _cost(self, response: Any, tin: int | None, tout: int | None) -> float | None:
         price = self.endpoint.cost_per_1k_tokens
@@ -199,8 +276,8 @@ class LLMClient:
 
     def _describe(self, exc: BaseException) -> str:
         text = " ".join(str(exc).split()) or type(exc).__name__
-        if self._key:
-            text = text.replace(self._key, "***")
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
         return f"{type(exc).__name__}: {text}"[:300]
 
 

@@ -31,8 +31,9 @@ class Prompt:
 
     @property
     def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system},
-                {"role": "user", "content": self.user}]
+        # No system message at all when the assistant has none and the persona is off.
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        return [*head, {"role": "user", "content": self.user}]
 
     @property
     def hash(self) -> str:

@@ -37,6 +37,7 @@ def call_record(run: RunRow, catalog: Catalog, spec: ProbeSpec, prompt: Prompt,
         "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
         "cost_usd": res.cost_usd, "model_id": res.model_id, "fingerprint": res.fingerprint,
         "attempts": res.attempts, "created_at": datetime.now(UTC),
+        "answer_format": str(res.answer_format),
     }
     scores = []
     if parsed is not None and parsed.status == CallStatus.OK:  # only answered calls have scores

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from monitor.catalog import Catalog
-from monitor.config import Endpoint, Settings
+from monitor.config import Endpoint, Settings, Setup, setup_for
 from monitor.errors import StoreError, UsageError
+from monitor.measure.assistant import answer_schema, apply_setup
 from monitor.measure.budget import CostGuard
 from monitor.measure.llm import CallResult, ChatClient, LLMClient
 from monitor.measure.parse import parse_answer
@@ -39,7 +40,7 @@ from monitor.measure.writer import Writer, import_spools
 from monitor.stats import CoverageRow, JSDRow, MDRow, Summary, summarise
 from monitor.store import RunRow, Store
 from monitor.store import owner as owners
-from monitor.vocab import RunStatus
+from monitor.vocab import LABELS, AnswerFormat, RunStatus, Variant
 
 __all__ = ["DRAIN_S", "RunOptions", "RunResult", "finish_run", "plan_run", "run_endpoint"]
 
@@ -96,20 +97,35 @@ class RunResult:
 
 
 def plan_run(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
-          opts: RunOptions) -> RunRow:
+             opts: RunOptions) -> tuple[RunRow, Setup]:
     if opts.resume:
-        run = store.get_run(opts.resume)
-        if run is None:
-            raise UsageError(f"--resume {opts.resume}: no such run in {store.path}")
-        if run.catalog_version != catalog.version:
-            raise UsageError(f"--resume {opts.resume}: the run used catalog version "
-                             f"{run.catalog_version}, the catalog is now {catalog.version}; "
-                             "start a new run instead")
-        if run.status == RunStatus.RUNNING and owners.alive(run.owner, run.heartbeat_at):
-            raise UsageError(f"--resume {opts.resume}: the run is still running in "
-                             f"{owners.describe(run.owner)}; wait for it to end or stop that "
-                             "process first")
-        return run
+        run = _resumable(catalog, store, opts.resume)
+        setup = setup_for(endpoint, run.languages, list(catalog.languages))
+        if setup.key != run.setup:
+            raise UsageError(f"--resume {opts.resume}: the run was asked with assistant setup "
+                             f"{run.setup}, the configuration now gives {setup.key} (system "
+                             "prompt, persona or answer format changed); start a new run")
+        return run, setup
+    return _new_run(settings, catalog, store, endpoint, opts)
+
+
+def _resumable(catalog: Catalog, store: Store, run_id: str) -> RunRow:
+    run = store.get_run(run_id)
+    if run is None:
+        raise UsageError(f"--resume {run_id}: no such run in {store.path}")
+    if run.catalog_version != catalog.version:
+        raise UsageError(f"--resume {run_id}: the run used catalog version "
+                         f"{run.catalog_version}, the catalog is now {catalog.version}; "
+                         "start a new run instead")
+    if run.status == RunStatus.RUNNING and owners.alive(run.owner, run.heartbeat_at):
+        raise UsageError(f"--resume {run_id}: the run is still running in "
+                         f"{owners.describe(run.owner)}; wait for it to end or stop that "
+                         "process first")
+    return run
+
+
+def _new_run(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
+             opts: RunOptions) -> tuple[RunRow, Setup]:
     s = settings.sampling
     languages = opts.languages or s.languages
     scenarios = opts.scenarios or s.scenarios
@@ -131,17 +147,18 @@ def plan_run(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpo
     index = store.next_run_index(endpoint.name, catalog.version, seed, scenarios)
     now = datetime.now(UTC)
     run_id = f"{endpoint.name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+    setup = setup_for(endpoint, list(languages), list(catalog.languages))
     return RunRow(run_id, endpoint.name, endpoint.model, endpoint.simulated, index, seed,
                   catalog.version, list(scenarios), list(languages), list(s.variants), triplets,
                   triplets * len(languages), now, None, RunStatus.RUNNING, owners.token(), now,
-                  None, 1)
+                  None, 1, setup.key), setup
 
 
 async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
                        opts: RunOptions = RunOptions(), progress: Progress | None = None,
                        client: ChatClient | None = None) -> RunResult:
     """Run (or resume) one measurement run of `endpoint`; returns its statistics."""
-    run = plan_run(settings, catalog, store, endpoint, opts)
+    run, setup = plan_run(settings, catalog, store, endpoint, opts)
     if opts.resume is None:
         store.create_run(run)
     else:
@@ -172,10 +189,12 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
             if stopping or writer.failure is not None or not await guard.admit():
                 not_asked += 1
                 return  # storage failed, or today's budget is spent: not asked
-            prompt = build_prompt(catalog, spec, lang)
+            prompt = apply_setup(setup, build_prompt(catalog, spec, lang))
+            schema = (answer_schema(list(LABELS), cot=spec.variant == Variant.COT)
+                      if setup.answer_format != AnswerFormat.TEXT else None)
             res: CallResult | None = None
             try:
-                res = await client.complete(prompt.messages)
+                res = await client.complete(prompt.messages, language=lang, schema=schema)
             finally:
                 await guard.settle(res.cost_usd if res is not None else None)
         parsed = (parse_answer(res.text, prompt.names, catalog.prompts[lang].refusals)

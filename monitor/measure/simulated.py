@@ -88,12 +88,16 @@ def _phrases(language: str) -> dict[str, Any]:
     return data
 
 
-def _recognise(catalog: Catalog, system: str) -> tuple[str, str]:
+def _recognise(catalog: Catalog, asked: str) -> tuple[str, str]:
+    # The persona may be the system message, follow an assistant's own system prompt or
+    # open the user's message (monitor.measure.assistant); the situation is always there.
     for lang, texts in catalog.prompts.items():
         for scen, scen_text in texts.scenarios.items():
-            if scen_text.system.strip() == system.strip():
+            if scen_text.system.strip() in asked or any(
+                    getattr(scen_text.situation, p).strip() in asked
+                    for p in ("neutral", "female", "male")):
                 return lang, scen
-    raise ValueError("simulated endpoint: the system message is not a catalog prompt")
+    raise ValueError("simulated endpoint: the prompt is not a catalog prompt")
 
 
 def _options(catalog: Catalog, lang: str, scenario: str, user: str) -> dict[str, Option]:
@@ -115,12 +119,14 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def answer(messages: list[dict[str, Any]], params: SimParams) -> SimulatedAnswer:
-    """The simulated model's reply to a catalog prompt."""
+def answer(messages: list[dict[str, Any]], params: SimParams, *,
+           schema: bool = False) -> SimulatedAnswer:
+    """The simulated model's reply to a catalog prompt; only the JSON object when the
+    request carries a response schema (`schema`)."""
     catalog = _catalog(params.catalog_path)
     system = next((str(m["content"]) for m in messages if m["role"] == "system"), "")
     user = next((str(m["content"]) for m in messages if m["role"] == "user"), "")
-    lang, scenario = _recognise(catalog, system)
+    lang, scenario = _recognise(catalog, f"{system}\n{user}")
     options = _options(catalog, lang, scenario, user)
     rng = random.Random(f"{params.seed}:{hashlib.sha256((system + user).encode()).hexdigest()}")
     words = _phrases(lang)
@@ -152,6 +158,11 @@ def answer(messages: list[dict[str, Any]], params: SimParams) -> SimulatedAnswer
         return SimulatedAnswer(text, in_tokens, len(text) // 3, {})
     block = {label: {"score": scores[label], "strengths": points[label][0],
                      "weaknesses": points[label][1]} for label in options}
+    if schema:
+        obj: dict[str, Any] = ({"reasoning": text} if catalog.prompts[lang].cot.strip() in user
+                               else {})
+        text = json.dumps({**obj, **block}, ensure_ascii=False)
+        return SimulatedAnswer(text, in_tokens, len(text) // 3, scores)
     text += "\n\n```json\n" + json.dumps(block, ensure_ascii=False, indent=2) + "\n```\n"
     return SimulatedAnswer(text, in_tokens, len(text) // 3, scores)
 

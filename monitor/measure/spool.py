@@ -120,4 +120,5 @@ def read_spool(path: Path) -> Iterator[Record]:
                 rec = json.loads(line, object_hook=_hook)
             except ValueError:
                 continue
-            yield rec["call"], rec["scores"]
+            # A spool written by 0.3 has no answer_format: it asked in text.
+            yield {"answer_format": "text", **rec["call"]}, rec["scores"]

@@ -36,6 +36,7 @@ class RunRow:
     heartbeat_at: datetime | None = None
     reason: str | None = None  # why it ended as it did (interrupted, failed)
     attempts: int = 0  # times a process started or resumed it
+    setup: str = "default"  # monitor.measure.assistant.Setup.key: runs compare within one
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Baseline:
     catalog_version: str
     model_id: str | None
     auto: bool  # set by the daemon (the first runs), not by a user
+    setup: str = "default"  # the assistant setup of its runs
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ __all__ = ["RunsStore"]
 
 _JSON_FIELDS = (RUN_FIELDS.index("scenarios"), RUN_FIELDS.index("languages"),
                 RUN_FIELDS.index("variants"))
+_ATTEMPTS = RUN_FIELDS.index("attempts")
+_SETUP = RUN_FIELDS.index("setup")
 
 
 class RunsStore(Database):
@@ -79,7 +81,8 @@ class RunsStore(Database):
             values = list(r)
             for i in _JSON_FIELDS:
                 values[i] = json.loads(values[i])
-            values[-1] = int(values[-1] or 0)
+            values[_ATTEMPTS] = int(values[_ATTEMPTS] or 0)
+            values[_SETUP] = values[_SETUP] or "default"
             out.append(RunRow(*values))
         return out
 

@@ -76,6 +76,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # (a cell that still drifts is found again; one that does not resolves)
         "UPDATE alert_state SET s_plus = 0, s_minus = 0, alarm_runs = 0",
     ),
+    (  # v6: the assistant's setup (system prompt, persona, answer format) per run and
+        # baseline; earlier runs all asked the paper's way, which is the "default" setup
+        "ALTER TABLE runs ADD COLUMN setup VARCHAR DEFAULT 'default'",
+        "ALTER TABLE baselines ADD COLUMN setup VARCHAR DEFAULT 'default'",
+        "ALTER TABLE probe_calls ADD COLUMN answer_format VARCHAR DEFAULT 'text'",
+    ),
 )
 
 # (name, DuckDB type) in table order; batches are dicts of column -> list.
@@ -87,7 +93,7 @@ CALL_COLUMNS: tuple[tuple[str, str], ...] = (
     ("detail", "VARCHAR"), ("raw_text", "VARCHAR"), ("error", "VARCHAR"),
     ("latency_s", "DOUBLE"), ("input_tokens", "INTEGER"), ("output_tokens", "INTEGER"),
     ("cost_usd", "DOUBLE"), ("model_id", "VARCHAR"), ("fingerprint", "VARCHAR"),
-    ("attempts", "INTEGER"), ("created_at", "TIMESTAMPTZ"),
+    ("attempts", "INTEGER"), ("created_at", "TIMESTAMPTZ"), ("answer_format", "VARCHAR"),
 )
 SCORE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("run_id", "VARCHAR"), ("triplet_id", "VARCHAR"), ("language", "VARCHAR"),
@@ -121,4 +127,4 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
 RUN_FIELDS: tuple[str, ...] = (
     "run_id", "endpoint", "model", "simulated", "run_index", "seed", "catalog_version",
     "scenarios", "languages", "variants", "triplets", "planned_calls", "started_at",
-    "finished_at", "status", "owner", "heartbeat_at", "reason", "attempts")
+    "finished_at", "status", "owner", "heartbeat_at", "reason", "attempts", "setup")

@@ -23,22 +23,24 @@ _EVENT_FIELDS = [c for c, _ in EVENT_COLUMNS if c != "endpoint"]
 
 class StateStore(Database):
     def set_baseline(self, endpoint: str, run_ids: Sequence[str], catalog_version: str,
-                     model_id: str | None, *, auto: bool) -> None:
+                     model_id: str | None, *, auto: bool, setup: str = "default") -> None:
         with self._connect() as con, self._transaction(con):
             con.execute("UPDATE baselines SET active = false WHERE endpoint = ?", [endpoint])
-            con.execute("INSERT INTO baselines VALUES (?, ?, ?, ?, ?, ?, true)",
+            con.execute("INSERT INTO baselines (endpoint, set_at, run_ids, catalog_version, "
+                        "model_id, auto, active, setup) VALUES (?, ?, ?, ?, ?, ?, true, ?)",
                         [endpoint, datetime.now(UTC), json.dumps(list(run_ids)),
-                         catalog_version, model_id, auto])
+                         catalog_version, model_id, auto, setup])
             # A new baseline starts every cell afresh.
             con.execute("DELETE FROM alert_state WHERE endpoint = ?", [endpoint])
 
     def baseline(self, endpoint: str) -> Baseline | None:
-        rows = self._rows("SELECT set_at, run_ids, catalog_version, model_id, auto FROM baselines "
-                          "WHERE endpoint = ? AND active", [endpoint])
+        rows = self._rows("SELECT set_at, run_ids, catalog_version, model_id, auto, setup "
+                          "FROM baselines WHERE endpoint = ? AND active", [endpoint])
         if not rows:
             return None
-        set_at, run_ids, version, model_id, auto = rows[0]
-        return Baseline(endpoint, set_at, json.loads(run_ids), version, model_id, bool(auto))
+        set_at, run_ids, version, model_id, auto, setup = rows[0]
+        return Baseline(endpoint, set_at, json.loads(run_ids), version, model_id, bool(auto),
+                        setup or "default")
 
     def alert_states(self, endpoint: str) -> dict[tuple[str, str], CellRecord]:
         rows = self._rows(f"SELECT {', '.join(_CELL_FIELDS)} FROM alert_state WHERE endpoint = ?",

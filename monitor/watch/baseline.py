@@ -6,8 +6,10 @@
   triplets_per_run: with 10 runs the baseline's own error made the CUSUM page
   on noise about once per 100 runs, bench/stat_validation.py); until then
   nothing is compared and nothing pages.
-- Runs are compared only with a baseline of the same catalog version and
-  model id; a run without any answer has no model id and is never compared.
+- Runs are compared only with a baseline of the same catalog version, model
+  id and assistant setup (system prompt, persona, answer format:
+  monitor.measure.assistant); a run without any answer has no model id and
+  is never compared.
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ def auto_baseline(settings: Settings, store: Store, run: RunRow, model: str) -> 
     if not runs:
         return None
     models = store.run_model_ids([r.run_id for r in runs])
-    same = [r for r in runs if models.get(r.run_id) == model]
+    same = [r for r in runs if models.get(r.run_id) == model and r.setup == run.setup]
     if sum(r.triplets for r in same) < need:
         return None
     store.set_baseline(run.endpoint, [r.run_id for r in same], run.catalog_version, model,
-                       auto=True)
+                       auto=True, setup=run.setup)
     return store.baseline(run.endpoint)
 
 
@@ -49,6 +51,10 @@ def comparable(baseline: Baseline, run: RunRow, model: str) -> str | None:
     if baseline.model_id != model:
         return (f"model id changed ({baseline.model_id} -> {model}); not compared - check the "
                 "deployment, then `monitor baseline set --latest`")
+    if baseline.setup != run.setup:
+        return (f"assistant setup changed ({baseline.setup} -> {run.setup}: system prompt, "
+                "persona or answer format); not compared - once runs with the new setup are "
+                "in, accept them with `monitor baseline set --latest N`")
     if run.run_id in baseline.run_ids:
         return "run is in the baseline"
     return None

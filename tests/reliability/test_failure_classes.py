@@ -239,10 +239,10 @@ def test_export_saves_what_is_readable_of_a_damaged_database(
 
 
 def _row(run_id: str, status: str, *, owner: str | None, started: datetime,
-         attempts: int = 1, version: str = "v1") -> RunRow:
+         attempts: int = 1, version: str = "v1", setup: str = "default") -> RunRow:
     return RunRow(run_id, "sim", "simulated/demo", True, 0, 0, version, ["university"],
                   ["en", "zh"], ["plain"], 2, 4, started, None, status, owner, started, None,
-                  attempts)
+                  attempts, setup)
 
 
 def _dead_owner() -> str:
@@ -280,14 +280,16 @@ def test_the_resume_policy_resumes_the_newest_and_closes_the_rest_with_why() -> 
     now = datetime.now(UTC)
     runs = [_row("old", "interrupted", owner=None, started=now - timedelta(days=2)),
             _row("moved", "interrupted", owner=None, started=now, version="v0"),
+            _row("prompted", "interrupted", owner=None, started=now, setup="setup-1"),
             _row("dying", "interrupted", owner=None, started=now, attempts=MAX_ATTEMPTS),
             _row("older", "interrupted", owner=None, started=now - timedelta(hours=2)),
             _row("newest", "interrupted", owner=None, started=now - timedelta(hours=1))]
-    plan = triage(runs, "v1", now=now)
+    plan = triage(runs, "v1", "default", now=now)
     assert plan.resume is not None and plan.resume.run_id == "newest"
     why = {r.run_id: reason for r, reason in plan.close}
-    assert set(why) == {"old", "moved", "dying", "older"}
+    assert set(why) == {"old", "moved", "prompted", "dying", "older"}
     assert "more than 24 h" in why["old"] and "catalog changed" in why["moved"]
+    assert "assistant setup changed" in why["prompted"]
     assert f"started {MAX_ATTEMPTS} times" in why["dying"] and "newer" in why["older"]
 
 
@@ -321,7 +323,7 @@ def test_the_daemon_resumes_an_orphan_and_logs_what_it_closes(
 
 
 class _Down:
-    async def complete(self, messages: list[dict[str, str]]) -> Any:
+    async def complete(self, messages: list[dict[str, str]], **_: Any) -> Any:
         from monitor.measure.llm import CallResult
 
         return CallResult(None, "APIConnectionError: Connection refused", 0.01, None, None,

@@ -34,7 +34,7 @@ class DirectSimClient:
         self.model = model
         self.fingerprint = fingerprint
 
-    async def complete(self, messages: list[dict[str, str]]) -> Any:
+    async def complete(self, messages: list[dict[str, str]], **_: Any) -> Any:
         from monitor.measure.llm import CallResult
         from monitor.measure.simulated import answer
 

@@ -30,12 +30,15 @@ def _rows(con: duckdb.DuckDBPyConnection, version: int) -> None:
            langs, json.dumps(["plain"]), 1, 2, T0, T1, "complete"]
     if version >= 4:
         run += ["host|boot|1|2", T1, None, 1]
+    if version >= 6:
+        run += ["setup-0123456789ab"]
     con.execute(f"INSERT INTO runs VALUES ({', '.join('?' for _ in run)})", run)
+    fmt = ", 'json_schema'" if version >= 6 else ""
     for lang, text in (("en", "A: 7/10 B: 5/10 C: 6/10"), ("zh", "A：9分 B：5分 C：6分")):
         con.execute("INSERT INTO probe_calls VALUES (?, 'university/tsinghua/p001', ?, 'ep', "
                     "'university', 'tsinghua', 'p001', 'plain', 'tsinghua,mit,ethz', 'h', "
                     "'cat1', 'ok', 'lines', ?, NULL, 0.5, 100, 50, 0.001, 'gpt-4o-2024', "
-                    "'fp', 1, ?)", ["ep-r1", lang, text, T0])
+                    f"'fp', 1, ?{fmt})", ["ep-r1", lang, text, T0])
         for label, oid, country, score in (("A", "tsinghua", "CN", 9 if lang == "zh" else 7),
                                            ("B", "mit", "US", 5), ("C", "ethz", "CH", 6)):
             con.execute("INSERT INTO scores VALUES ('ep-r1', 'university/tsinghua/p001', ?, ?, "
@@ -44,8 +47,9 @@ def _rows(con: duckdb.DuckDBPyConnection, version: int) -> None:
     con.execute("INSERT INTO run_stats VALUES ('ep-r1', 'md', 'all', 'CN', 1.0, NULL, NULL, 1, "
                 "NULL, '{}')")
     if version >= 2:
+        setup = ", 'setup-0123456789ab'" if version >= 6 else ""
         con.execute("INSERT INTO baselines VALUES ('ep', ?, ?, 'cat1', 'gpt-4o-2024', false, "
-                    "true)", [T1, json.dumps(["ep-r1"])])
+                    f"true{setup})", [T1, json.dumps(["ep-r1"])])
         level = ", 'above', 0" if version >= 5 else ""
         con.execute("INSERT INTO alert_state VALUES ('ep', 'all', 'CN', 'pending', 1.5, 0.0, 1, "
                     f"0, 2.1, 'drift up', 'ep-r1', ?, NULL{level})", [T1])
