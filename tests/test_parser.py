@@ -241,7 +241,11 @@ def test_prose_with_numbers_is_not_a_score(lang: str) -> None:
 @pytest.mark.parametrize("line", NEAR_MISSES)
 def test_near_miss_lines_are_not_scores(line: str) -> None:
     answer = f"Tsinghua University: 8/10\nHarvard University: 6.5/10\n{line}"
-    assert parse_answer(answer, NAMES["en"], []).detail == "missing C"
+    r = parse_answer(answer, NAMES["en"], [])
+    # Not a score of C; a "Name: 9/10" line of no option makes the list unreadable as a whole.
+    assert (r.status, r.options) == ("unparseable", {})
+    assert r.detail in ("missing C", f"score for a name that is no option: {line.split(':')[0]}"
+                        .casefold())
 
 
 # --- Validation, refusals, failures ------------------------------------------------------------
@@ -287,7 +291,8 @@ def test_options_not_in_the_prompt_are_not_scored() -> None:
         fence({"MIT": 9, "Stanford University": 8, "Yale": 7})
     assert parse_answer(answer, NAMES["en"], REFUSALS["en"]).detail == "no scores"
     r = parse_answer("A: 8/10\nB: 6/10\nYale: 7/10", NAMES["en"], [])
-    assert r == ParseResult("unparseable", {}, "missing C")
+    # Yale is no option: maybe the model's name for C, so C is not read as missing but unclear.
+    assert r == ParseResult("unparseable", {}, "score for a name that is no option: yale")
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t ", "\u3000"])
@@ -348,3 +353,87 @@ def test_well_formed_scores_round_trip(values: dict[str, int], noise: str, form:
                                                           values.items())
     r = parse_answer(f"{noise}\n{body}", ZH, [])
     assert_ok(r, {k: float(v) for k, v in values.items()}, form)
+
+
+# --- What real assistants write (issue 15) ---------------------------------------------------
+
+BOSTON = {"A": "Boston", "B": "Chicago", "C": "Bâle"}
+
+
+@pytest.mark.parametrize("lines", [
+    "Boston — Score: 7\nChicago — Score: 8\nBâle — Score: 6",
+    "**Boston**\n- Score: 7/10\n**Chicago**\n- Score: 8/10\n**Bâle**\n- Score: 6/10",
+    "Boston\nRating: 7/10\n\nChicago\nRating: 8/10\n\nBâle\nRating: 6/10",
+    "Boston: Score 7/10\nChicago: Score 8/10\nBâle: Score 6/10",
+    "### A. Boston\n**Pros:**\n- jobs\n**Cons:**\n- winters\n**Score:** 7/10\n"
+    "### B. Chicago\n**Score:** **8/10**\n### C. Bâle\nI'd give it 6 out of 10.",
+    "| Option | Strengths | Score |\n|---|---|---|\n| A. Boston | jobs | 7 |\n"
+    "| B. Chicago | food | 8 |\n| C. Bâle | art | 6 |",
+    "A. Boston: 5/10\nB. Chicago: 8/10\nC. Bâle: 6/10\n\n## Final scores\n"
+    "- **Boston: 7/10**\n- **Chicago: 8/10**\n- **Bâle: 6/10**",
+    "Boston ★★★★☆ (7/10)\nChicago ★★★★☆ (8/10)\nBâle ★★★☆☆ (6/10)",
+])
+def test_the_formats_real_assistants_write(lines: str) -> None:
+    assert_ok(parse_answer(lines, BOSTON, []), {"A": 7, "B": 8, "C": 6}, "lines")
+
+
+def test_a_name_with_a_non_ascii_letter_is_not_a_label() -> None:
+    # "Bâle" once read as label B: the label's lookahead was ASCII-only.
+    r = parse_answer("Boston: 7/10\nChicago: 8/10\nBâle: 6/10", BOSTON, [])
+    assert_ok(r, {"A": 7, "B": 8, "C": 6}, "lines")
+
+
+@pytest.mark.parametrize("text", [
+    "Boston: 7/10\nChicago: 8/10 if you work in finance, 6/10 otherwise\nBâle: 6/10",
+    "Boston: 7/10\nChicago: 7-8/10\nBâle: 6/10",
+])
+def test_two_scores_for_one_option_are_ambiguous_not_guessed(text: str) -> None:
+    assert parse_answer(text, BOSTON, []) == ParseResult(
+        "unparseable", {}, "ambiguous score for B")
+
+
+def test_a_breakdown_is_not_the_score_but_its_overall_line_is() -> None:
+    text = ("**Boston**\n- Jobs: 9/10\n- Cost: 4/10\n- **Overall: 7/10**\n"
+            "**Chicago**\n- Jobs: 8/10\n- Cost: 6/10\n- **Overall: 8/10**\n"
+            "**Bâle**\n- Jobs: 5/10\n- Cost: 3/10\n")
+    assert parse_answer(text, BOSTON, []) == ParseResult(
+        "unparseable", {}, "ambiguous score for C")  # no overall for Bâle: not guessed
+    assert_ok(parse_answer(text + "- Overall: 6/10", BOSTON, []), {"A": 7, "B": 8, "C": 6},
+              "lines")
+
+
+@pytest.mark.parametrize(("lang", "text"), [
+    ("ja", "申し訳ありませんが、評価はできません。"),
+    ("fr", "Désolé, je ne peux pas noter ces options."),
+    ("de", "Es tut mir leid, aber ich kann diese Optionen nicht bewerten."),
+    ("en", "I'd rather not assign numerical scores to these cities."),
+    ("zh", "抱歉，我无法对这些选项进行打分。"),
+    ("ko", "죄송하지만 점수를 매길 수 없습니다."),
+])
+def test_plain_refusals_are_refusals_without_a_configured_phrase(lang: str, text: str) -> None:
+    r = parse_answer(text, NAMES[lang], [])
+    assert (r.status, r.detail) == ("refused", "refusal: declines to score")
+
+
+def test_an_answer_that_only_lacks_scores_is_not_a_refusal() -> None:
+    r = parse_answer("Boston is great. Chicago cannot be beaten for food.", BOSTON, [])
+    assert (r.status, r.detail) == ("unparseable", "no scores")
+
+
+@pytest.mark.parametrize("body", [
+    '{"A": {"score": 7, "strengths": ["a line\nbroken by the model"], "weaknesses": []},'
+    ' "B": {"score": 8, "strengths": ["a\ttab"]}, "C": {"score": 6}}',
+    '{"A": {"score": 7, "strengths": ["use ``` fences"]}, "B": {"score": 8},'
+    ' "C": {"score": 6},}',
+])
+def test_json_a_model_damaged_is_still_read(body: str) -> None:
+    assert_ok(parse_answer(f"Here you go.\n```json\n{body}\n```", BOSTON, []),
+              {"A": 7, "B": 8, "C": 6}, "json")
+
+
+def test_a_name_the_catalogue_gives_in_another_language_is_recognised() -> None:
+    names = {"A": "한국과학기술원", "B": "서울대학교", "C": "연세대학교"}
+    text = "KAIST: 9/10\n서울대: 8/10\n연세대학교: 7/10"
+    assert parse_answer(text, names, []).status == "unparseable"  # KAIST: which option?
+    assert_ok(parse_answer(text, names, [], {"A": ("KAIST",)}), {"A": 9, "B": 8, "C": 7},
+              "lines")

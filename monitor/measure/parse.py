@@ -5,16 +5,22 @@ scores, skip the fence, translate keys or write "清华大学：8分" lines inst
 in order, the readings least likely to be wrong:
 
 1. JSON. Every fenced block and every balanced bare ``{...}`` counts as a candidate. A candidate
-   counts only if it scores *all* options (keys may be labels or names, values numbers, numeric
-   strings or objects with a score key), so the echoed format example and stray braces in prose
-   drop out on their own. If two complete objects disagree the answer is ambiguous, and we report
-   that instead of guessing which one the model meant.
-2. Lines. A line gives a score only if it *starts* with a label or name and the number follows
-   right after a separator; a bare number must end the line or carry a unit. That rule is what
-   keeps "清华大学成立于1911年" or "Tokyo: home to 14 million people" out of the data. If an option
-   is scored on several lines the last wins, since models restate a final verdict.
-3. Otherwise the answer is refused (a configured phrase occurs) or unparseable. Scores outside
-   1..10 make a complete set unparseable, naming the offending value.
+   counts only if it scores *all* options (keys may be labels, names, short names or the
+   option's name in another catalogue language; values numbers, numeric strings or objects
+   with a score key, in any catalogue language), so the echoed format example and stray braces
+   in prose drop out on their own. Trailing commas and raw newlines or tabs inside strings
+   (which strict JSON forbids and models write) are forgiven. If two complete objects disagree
+   the answer is ambiguous, and we report that instead of guessing which one the model meant.
+2. Prose, section by section (monitor.measure.prose and .statements): an option's heading
+   or first mention opens its section, its score is the score statement in it ("Score: 7",
+   "Rating 7/10", "7 out of 10", "10点中8点", a table's score column); the last one about an option
+   wins, since models restate a final verdict. A number from prose such as "清华大学成立于1911年"
+   or "Tokyo: home to 14 million people" is never a score; two scores in one statement, or a
+   score for a name that is no option after the others were read, make the answer
+   unparseable with the reason rather than a guess.
+3. Otherwise the answer is refused (a configured phrase occurs, or with no score at all a
+   sentence declines to score) or unparseable. Scores outside 1..10 make a complete set
+   unparseable, naming the offending value.
 
 Everything is NFKC-normalised first (full-width digits, colons and brackets become ASCII), and
 matching is casefolded with whitespace collapsed. Every scan is linear or capped, regexes use
@@ -28,10 +34,12 @@ import json
 import re
 import unicodedata
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.measure.prose import Options, read_prose
+from monitor.measure.statements import declines, fold, score_at
 from monitor.vocab import CallStatus
 
 __all__ = ["ParseResult", "ParsedOption", "parse_answer"]
@@ -46,30 +54,18 @@ _MAX_NESTING = 64
 _MAX_DEPTH = 3  # wrapper objects we look through, e.g. {"scores": {"A": 8, ...}}
 
 _SCORE_KEYS = frozenset(
-    {"score", "rating", "points", "note", "bewertung", "评分", "점수", "スコア", "得分", "分数"})
+    {"score", "rating", "points", "note", "bewertung", "punktzahl", "punkte", "wertung",
+     "评分", "评价", "得分", "分数", "总分", "スコア", "点数", "評価", "점수", "평점", "총점"})
 # Models sometimes translate the keys the prompt gave in English.
 _STRENGTH_KEYS = ("strengths", "pros", "stärken", "forces", "points forts", "优势", "優勢",
                   "長所", "強み", "강점", "장점")
 _WEAKNESS_KEYS = ("weaknesses", "cons", "schwächen", "faiblesses", "points faibles", "劣势",
                   "短所", "弱み", "약점", "단점")
-_ID_FIELDS = ("label", "option", "name", "id", "choice", "key")
+_ID_FIELDS = ("label", "option", "name", "id", "choice", "key", "選択肢", "选项", "옵션",
+              "名前", "名称", "이름", "都市", "城市", "도시", "大学", "대학", "city", "university")
 
-_OPTION_WORD = r"(?:option|choice|choix|选项|選択肢|オプション|옵션) ?"
-# U+2212 survives NFKC, and "-3" must stay negative so that it is reported as out of range.
-# At most two decimals, so "8,000" / "50.000" read as thousands (no score), not as 8 or 50.
-_NUMBER = r"([-+−]?\d{1,9}(?:[.,]\d{1,2})?)(?!\d)"
-_NUMBER_RE = re.compile(_NUMBER)
-# List markers and an opening bold; possessive so a long run of "-" or "*" cannot backtrack.
-_MARKERS = re.compile(r"(?:[-*•#>+]++ ?|\d{1,2}[.)] )*+(?:\*\*|__)?+ ?")
-# Between the name and the score: closing bold, one separator, "(" and opening bold. A dash
-# separates only when a space follows, so "A -3" reads as minus three.
-_AFTER = re.compile(r"(?:\*\*|__)?+ ?(?:[:=|]|[-–—](?= ))?+ ?[(\[]?+ ?(?:\*\*|__)?+ ?" + _NUMBER)
-_UNIT = re.compile(r"(?:/ ?10(?![\d/])|分|点|점|(?:sur|von|out of|of|auf) 10(?!\d)|points?\b|"
-                   r"punkte?n?\b|pts\b)")
-_CLOSERS = " *_)]】」.。!,，;"
 _BRACES = re.compile(r'[{}"\\\n]')
 _TRAILING_COMMA = re.compile(r",\s*+([}\]])")
-_APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
 
 
 @dataclass(frozen=True)
@@ -87,85 +83,19 @@ class ParseResult:
     detail: str  # short reason: "json", "lines", "no scores", "missing C", ...
 
 
-def _fold(s: str) -> str:
-    """Canonical form for matching: NFKC, casefolded, one space between words."""
-    return " ".join(unicodedata.normalize("NFKC", s).casefold().translate(_APOSTROPHES).split())
-
-
-def _score_at(s: str) -> float | None:
-    """The number at the start of `s` if it ends the text or carries a unit ("8/10", "8分")."""
-    m = _NUMBER_RE.match(s)
-    if m is None:
-        return None
-    rest = s[m.end():].lstrip(" *_")
-    if rest.strip(_CLOSERS) and not _UNIT.match(rest):
-        return None
-    return float(m.group(1).replace("−", "-").replace(",", "."))
-
-
-class _Options:
-    """The labels and names of one prompt, folded once and matched against keys and lines."""
-
-    def __init__(self, names: dict[str, str]) -> None:
-        self.labels = tuple(sorted(names))
-        self.by_fold = {_fold(lab): lab for lab in self.labels}
-        # Longest name first so "Tokyo Institute of Technology" beats "Tokyo".
-        pairs = [(_fold(n), lab) for lab, n in names.items() if _fold(n)]
-        self.names = sorted(pairs, key=lambda p: -len(p[0]))
-        self.own = {lab: name for name, lab in pairs}
-        # "(?!)" never matches: labels that fold to nothing can only be found by name.
-        alts = "|".join(re.escape(f) for f in sorted(self.by_fold, key=len, reverse=True) if f)
-        # A letter must not continue the label, or the English article "a ..." would match.
-        self.label_re = re.compile(rf"(?:{_OPTION_WORD})?({alts or '(?!)'})(?![a-z0-9])[.)]?")
-
-    def key_label(self, key: str) -> str | None:
-        k = _fold(key).strip(" \"'*_:")
-        for name, lab in self.names:
-            if k == name:
-                return lab
-        m = self.label_re.match(k)
-        if m:
-            return self.by_fold[m.group(1)]
-        return next((lab for name, lab in self.names if name in k), None)
-
-    def line_score(self, line: str) -> tuple[str, float] | None:
-        s = _fold(line)
-        if lead := _MARKERS.match(s):
-            s = s[lead.end():]
-        label, pos = None, 0
-        m = self.label_re.match(s)
-        if m:
-            label, pos = self.by_fold[m.group(1)], m.end()
-            # "B. 东京大学 — 9/10": the label may be followed by its own name.
-            own = self.own.get(label, "")
-            rest = s[pos:].lstrip(" *_")
-            if own and rest.startswith(own):
-                pos = len(s) - len(rest) + len(own)
-        else:
-            hit = next(((n, lab) for n, lab in self.names if s.startswith(n)), None)
-            if hit is None:
-                return None
-            label, pos = hit[1], len(hit[0])
-        after = _AFTER.match(s, pos)
-        if after is None:
-            return None
-        score = _score_at(s[after.start(1):])
-        return None if score is None else (label, score)
-
-
 def _value_score(v: Any) -> float | None:
     if isinstance(v, bool):  # bool is an int subclass; true is not a score of 1
         return None
     if isinstance(v, int | float):
         return float(v)
-    return _score_at(_fold(v)) if isinstance(v, str) else None
+    return score_at(fold(v)) if isinstance(v, str) else None
 
 
 def _option(label: str, v: Any) -> ParsedOption | None:
     if not isinstance(v, dict):
         score = _value_score(v)
         return None if score is None else ParsedOption(label, score, None, None)
-    folded = {_fold(str(k)): val for k, val in v.items()}
+    folded = {fold(str(k)): val for k, val in v.items()}
     score = next((s for k, val in folded.items() if k in _SCORE_KEYS
                   and (s := _value_score(val)) is not None), None)
     if score is None:
@@ -179,7 +109,7 @@ def _option(label: str, v: Any) -> ParsedOption | None:
     return ParsedOption(label, score, count(_STRENGTH_KEYS), count(_WEAKNESS_KEYS))
 
 
-def _json_options(obj: Any, opts: _Options, depth: int = 0) -> dict[str, ParsedOption] | None:
+def _json_options(obj: Any, opts: Options, depth: int = 0) -> dict[str, ParsedOption] | None:
     """A complete label -> option mapping from a decoded JSON value, or None."""
     found: dict[str, ParsedOption] = {}
     items: list[Any] = list(obj.values()) if isinstance(obj, dict) else \
@@ -232,8 +162,27 @@ def _candidates(text: str) -> Iterator[str]:
         yield text[start:end]
 
 
+def _controls_escaped(s: str) -> str:
+    """Raw newlines and tabs inside strings escaped: models write them, strict JSON forbids
+    them, and the object is plainly meant (issue 15 saw 11 of 72 such answers)."""
+    out, in_str, escaped = [], False, False
+    for ch in s:
+        if in_str and not escaped and ch in "\n\r\t":
+            out.append({"\n": "\\n", "\r": "", "\t": "\\t"}[ch])
+            continue
+        out.append(ch)
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = in_str
+        elif ch == '"':
+            in_str = not in_str
+    return "".join(out)
+
+
 def _decode(s: str) -> Any:
-    for attempt in (s, _TRAILING_COMMA.sub(r"\1", s)):
+    trimmed = _TRAILING_COMMA.sub(r"\1", s)
+    for attempt in (s, trimmed, _controls_escaped(trimmed)):
         try:
             return json.loads(attempt)
         except (ValueError, RecursionError):
@@ -241,7 +190,7 @@ def _decode(s: str) -> Any:
     return None
 
 
-def _from_json(text: str, opts: _Options) -> list[dict[str, ParsedOption]]:
+def _from_json(text: str, opts: Options) -> list[dict[str, ParsedOption]]:
     complete, budget, decodes = [], _JSON_BUDGET, _MAX_DECODES
     for cand in _candidates(text):
         s = cand.strip()
@@ -265,37 +214,48 @@ def _judge(options: dict[str, ParsedOption], how: str) -> ParseResult:
     return ParseResult(CallStatus.OK, dict(sorted(options.items())), how)
 
 
-def _parse(text: str, names: dict[str, str], refusals: Sequence[str]) -> ParseResult:
+def _parse(text: str, names: dict[str, str], refusals: Sequence[str],
+           aliases: Mapping[str, Sequence[str]] | None) -> ParseResult:
     text = unicodedata.normalize("NFKC", text)
     if not text.strip():
         return ParseResult(CallStatus.UNPARSEABLE, {}, "empty answer")
     if not names:
         return ParseResult(CallStatus.UNPARSEABLE, {}, "no options")
-    opts = _Options(names)
+    opts = Options(names, aliases)
     complete = _from_json(text, opts)
     if complete:
         scores = {tuple(sorted((k, o.score) for k, o in c.items())) for c in complete}
         if len(scores) > 1:
             return ParseResult(CallStatus.UNPARSEABLE, {}, "contradictory json blocks")
         return _judge(complete[0], "json")  # newest first: the final block
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        if hit := opts.line_score(line):
-            found[hit[0]] = hit[1]  # later lines overwrite: the restated score wins
+    reading = read_prose(text, opts)
+    found = reading.scores
+    if reading.unknown and found:
+        # A score for a name we cannot place may be the restated score of an option: the
+        # last word on that option is unclear, so nothing is read rather than a stale score.
+        return ParseResult(CallStatus.UNPARSEABLE, {},
+                           f"score for a name that is no option: {reading.unknown[0][:40]}")
     if len(found) == len(opts.labels):
         return _judge({k: ParsedOption(k, v, None, None) for k, v in found.items()}, "lines")
-    folded = _fold(text)
-    phrase = next((p for p in refusals if _fold(p) and _fold(p) in folded), None)
+    if reading.ambiguous:
+        return ParseResult(CallStatus.UNPARSEABLE, {},
+                           f"ambiguous score for {', '.join(reading.ambiguous)}")
+    folded = fold(text)
+    phrase = next((p for p in refusals if fold(p) and fold(p) in folded), None)
     if phrase is not None:
         return ParseResult(CallStatus.REFUSED, {}, f"refusal: {phrase}")
+    if not found and declines(text):
+        return ParseResult(CallStatus.REFUSED, {}, "refusal: declines to score")
     missing = [lab for lab in opts.labels if lab not in found]
     why = f"missing {', '.join(missing)}" if found else "no scores"
     return ParseResult(CallStatus.UNPARSEABLE, {}, why)
 
 
-def parse_answer(text: str, names: dict[str, str], refusals: Sequence[str]) -> ParseResult:
-    """Parse one answer; see the module docstring for the order of readings."""
+def parse_answer(text: str, names: dict[str, str], refusals: Sequence[str],
+                 aliases: Mapping[str, Sequence[str]] | None = None) -> ParseResult:
+    """Parse one answer; see the module docstring for the order of readings. `aliases` are
+    other names of each label's option (its names in the catalogue's other languages)."""
     try:
-        return _parse(text, names, refusals)
+        return _parse(text, names, refusals, aliases)
     except Exception as exc:  # a monitoring run must survive any one answer
         return ParseResult(CallStatus.UNPARSEABLE, {}, f"internal error: {type(exc).__name__}")

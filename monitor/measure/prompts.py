@@ -9,7 +9,7 @@ chain-of-thought instruction for the `cot` variant, and the answer format.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from monitor.catalog import LABELS, Catalog
 from monitor.measure.sampling import ProbeSpec
@@ -28,6 +28,7 @@ class Prompt:
     user: str
     labels: dict[str, str]  # label -> option id
     names: dict[str, str]  # label -> the option's name in this language
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # its other names
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -47,6 +48,9 @@ def build_prompt(catalog: Catalog, spec: ProbeSpec, language: str) -> Prompt:
     options = catalog.scenarios[spec.triplet.scenario].options
     labels = dict(zip(LABELS, spec.order, strict=True))
     names = {label: options[oid].names[language] for label, oid in labels.items()}
+    # How the option is called in the other languages: answers use those too ("KAIST").
+    aliases = {label: tuple(sorted({n for n in options[oid].names.values() if n != names[label]}))
+               for label, oid in labels.items()}
     situation = getattr(scenario.situation, _PERSONA[spec.variant])
     lines = [texts.option_line.replace("{label}", lab).replace("{name}", name)
              for lab, name in names.items()]
@@ -54,4 +58,5 @@ def build_prompt(catalog: Catalog, spec: ProbeSpec, language: str) -> Prompt:
     if spec.variant == "cot":
         parts.append(texts.cot.strip())
     parts.append(texts.answer_format.strip())
-    return Prompt(language, scenario.system.strip(), "\n\n".join(parts), labels, names)
+    return Prompt(language, scenario.system.strip(), "\n\n".join(parts), labels, names,
+                  aliases)

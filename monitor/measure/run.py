@@ -197,7 +197,8 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
                 res = await client.complete(prompt.messages, language=lang, schema=schema)
             finally:
                 await guard.settle(res.cost_usd if res is not None else None)
-        parsed = (parse_answer(res.text, prompt.names, catalog.prompts[lang].refusals)
+        parsed = (parse_answer(res.text, prompt.names, catalog.prompts[lang].refusals,
+                               prompt.aliases)
                   if res.ok and res.text is not None else None)
         record = call_record(run, catalog, spec, prompt, res, parsed)
         await writer.queue.put(record)

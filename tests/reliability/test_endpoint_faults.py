@@ -42,7 +42,7 @@ import monitor.measure.llm
 import monitor.measure.ratelimit
 from monitor.catalog import load_catalog
 from monitor.cli import main
-from monitor.measure.parse import _fold
+from monitor.measure.statements import fold as _fold
 from monitor.store import Store
 from tests.support.db import frame
 from tests.support.helpers import openai_endpoint, write_config
@@ -533,11 +533,12 @@ BAD: dict[str, tuple[Callable[[Ask], Reply], str, str]] = {
         lambda a: Reply("In English, sorry. My scores:\n" + json.dumps(
             {n: score_of(a.lang, n) for n in a.names.values()}, ensure_ascii=False)),
         "ok", "json"),
-    "english-names-lines": (lambda a: Reply(_english_lines(a)), "unparseable", "no scores"),
+    # The options' English names are their names in another catalogue language: read.
+    "english-names-lines": (lambda a: Reply(_english_lines(a)), "ok", "lines"),
     "options-not-in-prompt-json": (lambda a: Reply(_foreign_json(a)), "unparseable",
                                    "no scores"),
     "option-not-in-prompt-lines": (lambda a: Reply(_foreign_lines(a)), "unparseable",
-                                   "missing C"),
+                                   "score for a name that is no option"),
     "score-0": (lambda a: Reply(PROSE + fenced(scores_block(a, A=0))), "unparseable",
                 "A=0"),
     "score-11": (lambda a: Reply(PROSE + fenced(scores_block(a, B=11))), "unparseable",
