@@ -73,8 +73,28 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = cat_sub.add_parser(name, help=text, description=text)
         p.add_argument("--catalog", type=Path, default=None, metavar="DIR",
-                       help="catalog folder (default: the shipped probes/)")
+                       help="catalog folder (default: the config's, else the shipped probes/)")
+        p.add_argument("--extra", type=Path, action="append", default=[], metavar="DIR",
+                       help="an overlay folder with your own scenarios (repeatable)")
+        p.add_argument("--config", type=Path, default=None, metavar="PATH",
+                       help="take catalog.path and catalog.extra_paths from this config")
         p.set_defaults(func=func)
+    ns = cat_sub.add_parser("new-scenario", help="write the files of a new scenario (skeleton)",
+                            description="Write options, sources and prompt files of a new "
+                                        "scenario into an overlay folder, to fill in; then "
+                                        "`monitor catalog pairs NAME --dir DIR`.")
+    ns.add_argument("name", metavar="NAME", help="scenario name, e.g. banking")
+    ns.add_argument("--dir", type=Path, default=Path("probes-extra"), metavar="DIR",
+                    help="the overlay folder (default ./probes-extra)")
+    ns.set_defaults(func=_command("catalog", "catalog_new_scenario"))
+    cp = cat_sub.add_parser("pairs", help="draw the 100 comparison pairs of an overlay scenario",
+                            description="Draw the seeded, balanced pairs of a scenario in an "
+                                        "overlay folder (the shipped catalogue's rule).")
+    cp.add_argument("name", metavar="NAME")
+    cp.add_argument("--dir", type=Path, default=Path("probes-extra"), metavar="DIR")
+    cp.add_argument("--count", type=int, default=100, metavar="N")
+    cp.add_argument("--seed", type=int, default=2024, metavar="N")
+    cp.set_defaults(func=_command("catalog", "catalog_pairs"))
 
     cfg = sub.add_parser("config", help="check the configuration")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION", required=True)

@@ -8,10 +8,11 @@ before failing, so a translator sees all of them at once.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from monitor.catalog import rules
+from monitor.catalog.overlay import OVERLAY_FILES, merge_overlay
 from monitor.catalog.records import Catalog, Problem, Scenario
 from monitor.errors import CatalogError
 
@@ -25,14 +26,20 @@ def default_catalog_dir() -> Path:
     return Path(probes.__file__).resolve().parent
 
 
-def catalog_version(root: Path) -> str:
-    """A content hash of every data file: results carry it so that runs on
-    different catalogs are never compared."""
+def catalog_version(root: Path, extra: Sequence[Path] = ()) -> str:
+    """A content hash of every data file, the overlays' included: results carry it so that
+    runs on different catalogs are never compared. Without overlays it is the hash of the
+    catalogue alone (what every earlier release stored)."""
     digest = hashlib.sha256()
     for path in sorted(_data_files(root)):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())
+    for i, overlay in enumerate(extra):
+        for path in sorted(p for pattern in OVERLAY_FILES for p in overlay.glob(pattern)):
+            digest.update(f"extra{i}/{path.relative_to(overlay).as_posix()}".encode())
+            digest.update(b"\0")
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -41,8 +48,9 @@ def _data_files(root: Path) -> Iterator[Path]:
         yield from root.glob(pattern)
 
 
-def read_catalog(root: Path | None = None) -> tuple[Catalog | None, list[Problem]]:
-    """Read and check the catalog; returns it only when there is no problem."""
+def read_catalog(root: Path | None = None, extra: Sequence[Path] = ()
+                 ) -> tuple[Catalog | None, list[Problem]]:
+    """Read and check the catalog and its overlays; returns it only when there is no problem."""
 
     root = Path(root) if root is not None else default_catalog_dir()
     if not (root / "languages.yaml").is_file():
@@ -66,19 +74,23 @@ def read_catalog(root: Path | None = None) -> tuple[Catalog | None, list[Problem
         for lang in languages
         if (p := rules.check_prompts(root / "prompts" / f"{lang}.yaml", lang, scenarios, problems))
     }
-    for extra in sorted((root / "prompts").glob("*.yaml")):
-        if extra.stem not in languages:
+    for stray in sorted((root / "prompts").glob("*.yaml")):
+        if stray.stem not in languages:
             problems.append(Problem(
-                str(extra), f"language {extra.stem!r} is not in languages.yaml",
-                f"add `{extra.stem}: [...]` to languages.yaml or remove the file"))
+                str(stray), f"language {stray.stem!r} is not in languages.yaml",
+                f"add `{stray.stem}: [...]` to languages.yaml or remove the file"))
+    for overlay in extra:
+        merge_overlay(Path(overlay), languages, scenarios, prompts, problems)
     if problems:
         return None, problems
-    return Catalog(root, catalog_version(root), languages, scenarios, prompts), []
+    overlays = tuple(Path(p) for p in extra)
+    return Catalog(root, catalog_version(root, overlays), languages, scenarios, prompts,
+                   overlays), []
 
 
-def load_catalog(root: Path | None = None) -> Catalog:
-    """The catalog, or CatalogError listing every problem."""
-    catalog, problems = read_catalog(root)
+def load_catalog(root: Path | None = None, extra: Sequence[Path] = ()) -> Catalog:
+    """The catalog with its overlays, or CatalogError listing every problem."""
+    catalog, problems = read_catalog(root, extra)
     if catalog is None:
         raise CatalogError(list(problems))
     return catalog

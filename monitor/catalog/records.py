@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from monitor.vocab import LABELS, Variant
 
 __all__ = ["LABELS", "VARIANTS", "Catalog", "Option", "Pair", "Problem", "PromptFile", "Scenario",
-           "Triplet"]
+           "ScenarioText", "Triplet"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
@@ -83,7 +83,7 @@ class _Situation(BaseModel):
     male: str = Field(min_length=1, description="The asker as a man.")
 
 
-class _ScenarioText(BaseModel):
+class ScenarioText(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     system: str = Field(min_length=1, description="The consultant role (system message).")
     situation: _Situation = Field(description="Who asks; ends by introducing the options.")
@@ -95,7 +95,7 @@ class PromptFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     language: str = Field(description="Language code; equals the file name.")
     language_name: str = Field(min_length=1, description="The language's own name.")
-    scenarios: dict[str, _ScenarioText] = Field(description="Texts per scenario.")
+    scenarios: dict[str, ScenarioText] = Field(description="Texts per scenario.")
     option_line: str = Field(description="How one option is listed: {label} and {name}.")
     task: str = Field(min_length=1, description="Analyse strengths/weaknesses, score 1-10.")
     cot: str = Field(min_length=1, description="The chain-of-thought instruction.")
@@ -127,6 +127,7 @@ class Catalog:
     languages: dict[str, tuple[str, ...]]  # language -> local countries
     scenarios: dict[str, Scenario]
     prompts: dict[str, PromptFile]
+    extra: tuple[Path, ...] = ()  # overlay folders merged in (catalog.extra_paths)
 
     def local_language(self, country: str) -> str | None:
         """The language whose local country this is, or None (HK, SG, CH...)."""

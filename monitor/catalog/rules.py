@@ -47,6 +47,12 @@ _FORBIDDEN: dict[str, tuple[str, str]] = {
     "de": (f"[{_HAN}{_KANA}{_HANGUL}]", "CJK characters"),
 }
 MIN_PAIRS = 100
+# In prose (prompt texts) a question mark is no placeholder; a TODO or <...> is.
+_TEXT_PLACEHOLDER = re.compile(r"\b(?:TODO|TBD|FIXME|XXX)\b|<[^>]*>|\{\w*\}", re.I)
+
+
+def looks_like_placeholder(text: str) -> bool:
+    return bool(_TEXT_PLACEHOLDER.search(text))
 
 
 def iso_countries() -> frozenset[str]:

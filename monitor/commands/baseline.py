@@ -67,7 +67,7 @@ def baseline_set(args: argparse.Namespace) -> int:
 
 def baseline_show(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
-    catalog = load_catalog(settings.catalog.path)
+    catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     store = Store(settings.storage.path, lock_timeout_s=60)
     out: list[dict[str, Any]] = []
     for name in args.endpoint or [e.name for e in settings.endpoints]:

@@ -87,7 +87,7 @@ def plan_command(args: Any) -> int:
     within = int(_number(args.within_runs, "--within-runs", 3, whole=True))
     endpoints = [settings.endpoint(n) for n in args.endpoint or [e.name for e in
                                                                    settings.endpoints]]
-    catalog = load_catalog(settings.catalog.path)
+    catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     cells = cell_shares(catalog, s.scenarios, s.languages)
     per_day = _runs_per_day(settings, source)
     # Never create a database just to plan: only an existing file is read.

@@ -95,7 +95,7 @@ def no_results_message(res: RunResult, summary: RunSummary | None) -> str:
 
 def probe_command(args: argparse.Namespace) -> int:
     settings, config_path = load_settings(args.config)
-    catalog = load_catalog(settings.catalog.path)
+    catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     if args.triplets is not None and args.triplets < 1:
         raise UsageError("--triplets must be a positive number")
     opts = RunOptions(triplets=args.triplets, languages=args.languages,

@@ -54,7 +54,7 @@ def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[st
 
 def report_command(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
-    catalog = load_catalog(settings.catalog.path)
+    catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     store = Store(settings.storage.path, lock_timeout_s=60)
     chosen = select_runs(store, args, str(settings.storage.path))
     reports = []

@@ -71,11 +71,14 @@ def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{path}: cannot read config: {first}") from None
     data = settings.model_dump()
-    # A system prompt file is found next to the config that names it (a mounted
-    # config directory in a container), not in whatever directory the daemon starts in.
+    # A system prompt file or a catalog overlay is found next to the config that names it
+    # (a mounted config directory in a container), not where the daemon starts.
+    here = path.parent.resolve()
     for ep in data["endpoints"]:
         if ep.get("system_prompt_file") and not Path(ep["system_prompt_file"]).is_absolute():
-            ep["system_prompt_file"] = str(path.parent.resolve() / ep["system_prompt_file"])
+            ep["system_prompt_file"] = str(here / ep["system_prompt_file"])
+    data["catalog"]["extra_paths"] = [p if Path(p).is_absolute() else here / p
+                                      for p in data["catalog"]["extra_paths"]]
     return Settings.model_validate(data), path
 
 

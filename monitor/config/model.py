@@ -145,6 +145,9 @@ class Storage(BaseModel):
 class CatalogCfg(BaseModel):
     model_config = _Strict
     path: Path | None = Field(None, description="Catalog folder; null = the shipped probes/.")
+    extra_paths: list[Path] = Field(
+        default_factory=list, description="Overlay folders with the team's own scenarios "
+                                          "(relative to the config file).")
 
 
 class Sampling(BaseModel):

@@ -45,7 +45,7 @@ def child_main(argv: list[str] | None = None) -> int:
     try:
         settings, _ = load_settings(args.config)
         store = Store(settings.storage.path)
-        catalog = load_catalog(settings.catalog.path)
+        catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     except MonitorError as exc:  # one line, as from the CLI; the parent counts the failure
         log.error("endpoint %s: run not started: %s", args.endpoint, exc)
         return exc.exit_code

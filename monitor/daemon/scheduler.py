@@ -69,7 +69,8 @@ def period_seconds(trigger: BaseTrigger) -> float:
 
 def serve(config: Path | None) -> int:
     settings, source = load_settings(config)
-    catalog = load_catalog(settings.catalog.path)  # a broken catalog fails here, not per run
+    # A broken catalog (or overlay) fails here, not per run.
+    catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     trigger = make_trigger(settings, source)
     settings.require_keys(settings.endpoints, source)
     for ep in settings.endpoints:  # a missing system prompt file fails here, not per run

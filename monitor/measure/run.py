@@ -169,7 +169,8 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     done = store.done_calls(run.run_id)
     todo = [(spec, lang) for spec in sampler.sample(run.run_index) for lang in run.languages
             if (spec.triplet.id, lang) not in done]
-    extra = {"catalog_path": str(catalog.root)} if endpoint.simulated else None
+    extra = ({"catalog_path": str(catalog.root), "catalog_extra": [str(p) for p in catalog.extra]}
+             if endpoint.simulated else None)
     client = client or LLMClient(endpoint, extra_params=extra)
     if progress:
         progress.start(run.run_id, len(todo))

@@ -50,6 +50,7 @@ class SimParams:
     garble_rate: float = 0.0
     weakness_drop: float = 0.0
     catalog_path: str | None = None
+    catalog_extra: tuple[str, ...] = ()  # overlay folders, so that their prompts are known
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> SimParams:
@@ -58,6 +59,8 @@ class SimParams:
         if unknown:
             raise ValueError(f"simulated endpoint: unknown params {unknown}; known: "
                              f"{sorted(cls.__dataclass_fields__)}")
+        if "catalog_extra" in known:
+            known["catalog_extra"] = tuple(known["catalog_extra"] or ())
         return cls(**known)
 
     def bias_for(self, country: str) -> float:
@@ -75,8 +78,8 @@ class SimulatedAnswer:
 
 
 @lru_cache(maxsize=8)
-def _catalog(path: str | None) -> Catalog:
-    return load_catalog(Path(path) if path else None)
+def _catalog(path: str | None, extra: tuple[str, ...] = ()) -> Catalog:
+    return load_catalog(Path(path) if path else None, [Path(p) for p in extra])
 
 
 @lru_cache(maxsize=16)
@@ -123,7 +126,7 @@ def answer(messages: list[dict[str, Any]], params: SimParams, *,
            schema: bool = False) -> SimulatedAnswer:
     """The simulated model's reply to a catalog prompt; only the JSON object when the
     request carries a response schema (`schema`)."""
-    catalog = _catalog(params.catalog_path)
+    catalog = _catalog(params.catalog_path, params.catalog_extra)
     system = next((str(m["content"]) for m in messages if m["role"] == "system"), "")
     user = next((str(m["content"]) for m in messages if m["role"] == "user"), "")
     lang, scenario = _recognise(catalog, f"{system}\n{user}")
@@ -144,7 +147,10 @@ def answer(messages: list[dict[str, Any]], params: SimParams, *,
         raw = quality + (params.bias_for(opt.country) if local else 0.0) + shift
         raw += rng.gauss(0.0, params.noise_sd)
         scores[label] = int(min(10, max(1, round(raw))))
-    pool = words["scenarios"][scenario]
+    # A team's own scenario (a catalogue overlay) has no phrases of its own: all of them.
+    pool = words["scenarios"].get(scenario) or {
+        kind: [p for texts in words["scenarios"].values() for p in texts[kind]]
+        for kind in ("strengths", "weaknesses")}
     # Two strengths and two weaknesses per option, the same in prose and JSON.
     points = {label: (rng.sample(pool["strengths"], 2), rng.sample(pool["weaknesses"], 2))
               for label in options}

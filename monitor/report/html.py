@@ -82,7 +82,8 @@ def _jsd_tables(rep: EndpointReport) -> str:
 def _md_tables(rep: EndpointReport) -> str:
     variants = [v for v in VARIANT_TITLES if v in set(rep.md["variant"])]
     parts = []
-    for scen in [s for s in ["all", "university", "relocation", "travel"]
+    # Every scenario of the data, a team's own (catalog overlays) included: pooled first.
+    for scen in [s for s in ["all", *sorted(set(rep.md["scenario"]) - {"all"})]
                  if s in set(rep.md["scenario"])]:
         sub = rep.md[rep.md["scenario"] == scen]
         head = "".join(f"<th>{VARIANT_TITLES[v]}</th>" for v in variants)

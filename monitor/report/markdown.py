@@ -44,7 +44,7 @@ def render_markdown(reports: list[EndpointReport]) -> str:
                   "### JSD (excess bits, 95% CI, n triplets; bold: permutation p < 0.05)", "",
                   "| scenario | " + " | ".join([*rep.languages, "overall"]) + " |",
                   "|---" * (len(rep.languages) + 2) + "|"]
-        for scen in [s for s in ["university", "relocation", "travel", "all"]
+        for scen in [s for s in [*sorted(set(rep.jsd["scenario"]) - {"all"}), "all"]
                      if s in set(rep.jsd["scenario"])]:
             rows = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
             cells = [_md_stat(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"],

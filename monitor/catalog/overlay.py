@@ -1,0 +1,121 @@
+"""A team's own scenarios: catalogue overlays (catalog.extra_paths) merged with the catalogue.
+
+An overlay is a folder laid out like probes/, holding only new scenarios:
+
+    options/<scenario>.csv   id,country,<one column per catalogue language>
+    pairs/<scenario>.csv     pair_id,english_option_id,non_english_option_id (>= 100)
+    sources/<scenario>.csv   id,source,rank,note
+    prompts/<lang>.yaml      language: <lang> and scenarios: {<scenario>: {system, situation}}
+                             for every catalogue language
+
+It takes the catalogue's languages (no languages.yaml of its own), may not
+redefine a scenario the catalogue (or an earlier overlay) has, and is checked
+by the same rules as the catalogue (monitor.catalog.rules), every problem
+reported at once. Its files are part of the catalogue version, so runs before
+and after a change of an overlay are never compared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from monitor.catalog import rules
+from monitor.catalog.files import YamlError, load_yaml
+from monitor.catalog.records import Problem, PromptFile, Scenario, ScenarioText
+
+__all__ = ["OVERLAY_FILES", "merge_overlay"]
+
+#: The data files of an overlay that its version hash covers.
+OVERLAY_FILES = ("options/*.csv", "pairs/*.csv", "sources/*.csv", "prompts/*.yaml")
+
+
+class _OverlayPrompts(BaseModel):
+    """prompts/<lang>.yaml of an overlay: only the new scenarios' texts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    language: str = Field(description="Language code; equals the file name.")
+    scenarios: dict[str, ScenarioText] = Field(description="Texts per new scenario.")
+
+
+def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
+                  scenarios: dict[str, Scenario], prompts: dict[str, PromptFile],
+                  problems: list[Problem]) -> None:
+    """Check the overlay at `root` and add its scenarios and texts (in place)."""
+    if not root.is_dir():
+        problems.append(Problem(str(root), "catalog overlay folder not found",
+                                "fix catalog.extra_paths, or create it with `monitor catalog "
+                                "new-scenario NAME --dir DIR`"))
+        return
+    if (root / "languages.yaml").exists():
+        problems.append(Problem(str(root / "languages.yaml"), "an overlay takes the catalogue's "
+                                "languages", "remove languages.yaml from the overlay"))
+    files = sorted((root / "options").glob("*.csv"))
+    if not files:
+        problems.append(Problem(str(root / "options"), "the overlay has no scenario",
+                                "add options/<scenario>.csv (`monitor catalog new-scenario`)"))
+    added: dict[str, Scenario] = {}
+    taken: set[str] = set()
+    for opt_file in files:
+        name = opt_file.stem
+        if name in scenarios:
+            problems.append(Problem(str(opt_file), f"scenario {name!r} is already in the "
+                                    "catalogue", "give the overlay's scenario another name"))
+            taken.add(name)
+            continue
+        options = rules.check_options(opt_file, languages, problems)
+        pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, languages, problems)
+        rules.check_sources(root / "sources" / f"{name}.csv", options, problems)
+        added[name] = Scenario(name, options, tuple(pairs))
+    for lang in languages:
+        texts = _prompts(root / "prompts" / f"{lang}.yaml", lang, added, taken, problems)
+        if texts is not None and lang in prompts:
+            merged = {**prompts[lang].scenarios,
+                      **{k: v for k, v in texts.scenarios.items() if k in added}}
+            prompts[lang] = prompts[lang].model_copy(update={"scenarios": merged})
+    for extra in sorted((root / "prompts").glob("*.yaml")):
+        if extra.stem not in languages:
+            problems.append(Problem(str(extra), f"language {extra.stem!r} is not in the "
+                                    "catalogue", "remove the file or add the language to the "
+                                    "catalogue's languages.yaml"))
+    scenarios.update(added)
+
+
+def _prompts(path: Path, lang: str, added: dict[str, Scenario], taken: set[str],
+             problems: list[Problem]) -> _OverlayPrompts | None:
+    f = str(path)
+    if not path.is_file():
+        problems.append(Problem(f, f"missing prompts for language {lang!r}",
+                                "translate the overlay's prompts/en.yaml into this file"))
+        return None
+    try:
+        texts = _OverlayPrompts.model_validate(load_yaml(path))
+    except ValidationError as exc:
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            problems.append(Problem(f, f"{key}: {err['msg']}", column=key,
+                                    fix="an overlay's prompt file holds language and scenarios"))
+        return None
+    except YamlError as exc:
+        problems.append(Problem(f, exc.problem, row=exc.line))
+        return None
+    if texts.language != lang:
+        problems.append(Problem(f, f"language: {texts.language!r} but the file is for {lang!r}",
+                                column="language", fix=f"set `language: {lang}`"))
+    for name in added:
+        if name not in texts.scenarios:
+            problems.append(Problem(f, f"no texts for scenario {name!r}", column="scenarios",
+                                    fix=f"add scenarios.{name} (system and situation)"))
+    for name in texts.scenarios:
+        if name not in added and name not in taken:  # a taken name is reported once
+            problems.append(Problem(f, f"scenario {name!r} has no options file in the overlay",
+                                    column="scenarios", fix=f"add options/{name}.csv or drop it"))
+    for name, text in texts.scenarios.items():
+        for key, value in (("system", text.system), *((f"situation.{p}", getattr(
+                text.situation, p)) for p in ("neutral", "female", "male"))):
+            if rules.looks_like_placeholder(value):
+                problems.append(Problem(f, f"scenarios.{name}.{key} is a placeholder: "
+                                        f"{value[:40]!r}", column=f"scenarios.{name}.{key}",
+                                        fix="write the text (translated from the en file)"))
+    return texts

@@ -1,0 +1,189 @@
+"""A team's own scenarios: a catalogue overlay (catalog.extra_paths) is validated by the
+catalogue's rules, merged, part of the catalogue version, asked by a run, and shows up in
+`probe --json`, the metrics and the report; `new-scenario` writes its skeleton."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.catalog import Catalog, default_catalog_dir, load_catalog, read_catalog
+from monitor.yamlfile import load_yaml
+from tests.support.helpers import write_config
+
+NAME = "weekend"
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "monitor.cli", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+
+
+def make_overlay(root: Path, name: str = NAME) -> Path:
+    """An overlay scenario built from the shipped travel data under a new name, with texts
+    of its own ("weekend city break"), so the simulated model tells the two apart."""
+    shipped = default_catalog_dir()
+    for sub in ("options", "pairs", "sources", "prompts"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    for sub in ("options", "pairs", "sources"):
+        shutil.copy(shipped / sub / "travel.csv", root / sub / f"{name}.csv")
+    for path in sorted((shipped / "prompts").glob("*.yaml")):
+        data = load_yaml(path)
+        assert isinstance(data, dict)
+        travel = data["scenarios"]["travel"]
+        texts = {"system": f"(Weekend) {travel['system']}",
+                 "situation": {k: f"(Weekend) {v}" for k, v in travel["situation"].items()}}
+        (root / "prompts" / path.name).write_text(json.dumps(
+            {"language": data["language"], "scenarios": {name: texts}}, ensure_ascii=False),
+            encoding="utf-8")
+    return root
+
+
+def test_an_overlay_validates_merges_and_changes_the_version(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    overlay = make_overlay(tmp_path / "extra")
+    cat = load_catalog(None, [overlay])
+    assert list(cat.scenarios) == [*shipped_catalog.scenarios, NAME]
+    assert all(NAME in p.scenarios for p in cat.prompts.values())
+    assert cat.version != shipped_catalog.version and cat.extra == (overlay,)
+    # The overlay's content is part of the version.
+    edit = overlay / "sources" / f"{NAME}.csv"
+    edit.write_text(edit.read_text(encoding="utf-8") + "", encoding="utf-8")
+    assert load_catalog(None, [overlay]).version == cat.version
+    edit.write_text(edit.read_text(encoding="utf-8").replace("Euromonitor", "Euromonitor "),
+                    encoding="utf-8")
+    assert load_catalog(None, [overlay]).version != cat.version
+    out = _cli("catalog", "validate", "--extra", str(overlay))
+    assert out.returncode == 0, out.stderr
+    assert f"4 scenarios ({', '.join([*shipped_catalog.scenarios, NAME])})" in out.stdout
+
+
+def _break(overlay: Path, how: str) -> str:
+    """Damage the overlay one way; the file the one-line error must name."""
+    if how == "shipped name":
+        for sub in ("options", "pairs", "sources"):
+            (overlay / sub / f"{NAME}.csv").rename(overlay / sub / "travel.csv")
+        for path in (overlay / "prompts").glob("*.yaml"):
+            path.write_text(path.read_text(encoding="utf-8").replace(f'"{NAME}"', '"travel"'),
+                            encoding="utf-8")
+        return "travel.csv"
+    if how == "missing prompt file":
+        (overlay / "prompts" / "ko.yaml").unlink()
+        return "prompts/ko.yaml"
+    if how == "own languages":
+        (overlay / "languages.yaml").write_text("en: [US]\n", encoding="utf-8")
+        return "languages.yaml"
+    if how == "placeholder text":
+        path = overlay / "prompts" / "de.yaml"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["scenarios"][NAME]["system"] = "TODO translate"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return "prompts/de.yaml"
+    if how == "bad country":
+        path = overlay / "options" / f"{NAME}.csv"
+        rows = list(csv.reader(path.open(encoding="utf-8")))
+        rows[1][1] = "XX"
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            csv.writer(fh).writerows(rows)
+        return f"options/{NAME}.csv"
+    if how == "too few pairs":
+        path = overlay / "pairs" / f"{NAME}.csv"
+        path.write_text("\n".join(path.read_text(encoding="utf-8").splitlines()[:50]) + "\n",
+                        encoding="utf-8")
+        return f"pairs/{NAME}.csv"
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["shipped name", "missing prompt file", "own languages",
+                                 "placeholder text", "bad country", "too few pairs"])
+def test_bad_overlay_input_fails_with_one_line_naming_the_file(tmp_path: Path, how: str) -> None:
+    overlay = make_overlay(tmp_path / "extra")
+    where = _break(overlay, how)
+    catalog, problems = read_catalog(None, [overlay])
+    # Each problem is one line; the first names the file (a bad country also unbalances the
+    # pairs, which is its own problem and line).
+    assert catalog is None and 1 <= len(problems) <= 2, [str(p) for p in problems]
+    assert where in str(problems[0]) and all("\n" not in str(p) for p in problems)
+    out = _cli("catalog", "validate", "--extra", str(overlay))
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == len(problems) + 1 and where in lines[0]
+    assert f"{len(problems)} problem" in lines[-1]
+
+
+def test_a_missing_overlay_folder_in_the_config_is_one_line(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo"}],
+                       catalog={"extra_paths": ["no-such-dir"]})
+    out = _cli("probe", "--once", "--config", str(cfg))
+    assert out.returncode == 2
+    assert "no-such-dir" in out.stderr and "catalog overlay folder not found" in out.stderr
+
+
+def test_an_overlay_scenario_is_asked_and_reported(tmp_path: Path) -> None:
+    make_overlay(tmp_path / "extra")
+    port_free = 0  # the exporter is rendered in-process below
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo",
+                                   "params": {"seed": 4, "bias_points": 1.0}}],
+                       catalog={"extra_paths": ["extra"]},  # relative to the config file
+                       sampling={"triplets_per_run": 12, "scenarios": [NAME, "travel"]})
+    out = _cli("probe", "--once", "--config", str(cfg), "--json", cwd=tmp_path.parent)
+    assert out.returncode == 0, out.stderr
+    doc: dict[str, Any] = json.loads(out.stdout)
+    (run,) = doc["endpoints"]
+    scenarios = {row["scenario"] for row in run["md"]}
+    assert NAME in scenarios, scenarios
+    assert run["status_counts"]["ok"] == run["calls"] > 0
+    # The metrics carry the scenario.
+    from monitor.daemon.exporter import make_registry, render
+    from monitor.daemon.metrics import MetricsState
+    from monitor.store import Store
+
+    state = MetricsState()
+    state.refresh(Store(tmp_path / "monitor.duckdb"), "sim")
+    text = render(make_registry(state)).decode()
+    assert f'scenario="{NAME}"' in text and port_free == 0
+    # And the report.
+    report = tmp_path / "report"
+    out = _cli("report", "--config", str(cfg), "--out", str(report), "--format", "md")
+    assert out.returncode == 0, out.stderr
+    body = "".join(p.read_text(encoding="utf-8") for p in report.glob("*.md"))
+    assert NAME in body
+
+
+def test_new_scenario_writes_a_skeleton_that_validate_explains(tmp_path: Path) -> None:
+    out = _cli("catalog", "new-scenario", "banking", "--dir", str(tmp_path / "mine"))
+    assert out.returncode == 0, out.stderr
+    mine = tmp_path / "mine"
+    for f in ("options/banking.csv", "sources/banking.csv", *(f"prompts/{lang}.yaml" for lang in
+                                                              ("en", "ja", "zh", "fr", "de",
+                                                               "ko"))):
+        assert (mine / f).is_file(), f
+    check = _cli("catalog", "validate", "--extra", str(mine))
+    assert check.returncode == 2
+    assert "placeholder" in check.stderr and "pairs" in check.stderr  # what is left to do
+    again = _cli("catalog", "new-scenario", "banking", "--dir", str(mine))
+    assert again.returncode == 2 and "exists" in again.stderr
+    shipped = _cli("catalog", "new-scenario", "travel", "--dir", str(mine))
+    assert shipped.returncode == 2 and "shipped catalogue" in shipped.stderr
+    # A second scenario in the same overlay appends its texts to the prompt files.
+    assert _cli("catalog", "new-scenario", "insurance", "--dir", str(mine)).returncode == 0
+    en = load_yaml(mine / "prompts" / "en.yaml")
+    assert isinstance(en, dict) and set(en["scenarios"]) == {"banking", "insurance"}
+
+
+def test_pairs_are_drawn_for_an_overlay_scenario(tmp_path: Path) -> None:
+    overlay = make_overlay(tmp_path / "extra")
+    (overlay / "pairs" / f"{NAME}.csv").unlink()
+    out = _cli("catalog", "pairs", NAME, "--dir", str(overlay))
+    assert out.returncode == 0, out.stderr
+    assert "wrote 100 pairs" in out.stdout
+    assert read_catalog(None, [overlay])[1] == []
