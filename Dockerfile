@@ -7,7 +7,7 @@
 # Without MONITOR_CONFIG it runs the built-in demo (the simulated endpoint).
 FROM python:3.11-slim
 
-ARG VERSION=0.3.0
+ARG VERSION=0.4.0
 ARG REVISION=unknown
 ARG CREATED=unknown
 LABEL org.opencontainers.image.title="bias-monitor" \

@@ -1,3 +1,3 @@
 """bias-monitor: continuous monitoring of local-language bias in LLM endpoints."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

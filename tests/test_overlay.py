@@ -187,3 +187,15 @@ def test_pairs_are_drawn_for_an_overlay_scenario(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "wrote 100 pairs" in out.stdout
     assert read_catalog(None, [overlay])[1] == []
+
+
+def test_the_worked_example_validates_and_its_pairs_are_the_seeded_draw() -> None:
+    from monitor.catalog.pairs import draw_pairs
+
+    example = Path(__file__).parent.parent / "docs" / "examples" / "overlay-banking"
+    catalog, problems = read_catalog(None, [example])
+    assert problems == [] and catalog is not None
+    banking = catalog.scenarios["banking"]
+    assert len(banking.options) == 36 and len(banking.pairs) == 100
+    drawn = draw_pairs(banking.options, catalog.languages["en"], 100, 2024)
+    assert [(p.pair_id, p.english_id, p.non_english_id) for p in banking.pairs] == drawn

@@ -30,7 +30,7 @@ def summary_record(s: RunSummary) -> dict[str, Any]:
     r = s.run
     return {"run_id": r.run_id, "endpoint": r.endpoint, "started_at": r.started_at.isoformat(),
             "finished_at": r.finished_at.isoformat() if r.finished_at else None,
-            "status": _status(s), "reason": r.reason, "attempts": r.attempts,
+            "status": _status(s), "reason": r.reason, "attempts": r.attempts, "setup": r.setup,
             "planned_calls": r.planned_calls, "calls": s.calls,
             "status_counts": {k: s.counts.get(k, 0)
                               for k in ("ok", "failed", "unparseable", "refused")},

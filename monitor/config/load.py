@@ -143,6 +143,10 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
                                 "or query values (masked here); keep secrets in environment "
                                 "variables")
             raw["api_base"] = masked
+        if raw.get("http") and _mask_url(raw["http"]["url"]) != raw["http"]["url"]:
+            raw["http"]["url"] = _mask_url(raw["http"]["url"])
+            warnings.append(f"{source}: endpoints[{ep.name}].http.url carries credentials or "
+                            "query values (masked here); send them as headers_env instead")
         for header, var in ep.headers_env.items():
             state = "set" if os.environ.get(var) else "NOT SET"
             raw["headers_env"][header] = f"{var} ({state}; value never shown)"

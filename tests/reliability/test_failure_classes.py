@@ -524,6 +524,7 @@ def test_runs_lists_status_calls_failures_and_the_most_common_error(tmp_path: Pa
     assert run["status"] == "failed" and run["calls"] == 24 and run["planned_calls"] == 24
     assert run["status_counts"]["failed"] == 24 and "Connection" in run["top_error"]
     assert run["top_error_count"] == 24 and "no answer could be scored" in run["reason"]
+    assert run["setup"] == "default"  # the paper's way: no system prompt, text answers
     code, out, _ = _in_process("runs", "--config", str(cfg))
     assert code == 0 and run["run_id"] in out and "failed" in out and "Connection" in out
 
