@@ -437,3 +437,61 @@ def test_a_name_the_catalogue_gives_in_another_language_is_recognised() -> None:
     assert parse_answer(text, names, []).status == "unparseable"  # KAIST: which option?
     assert_ok(parse_answer(text, names, [], {"A": ("KAIST",)}), {"A": 9, "B": 8, "C": 7},
               "lines")
+
+
+# --- The next languages (issue 16): digits, scripts and phrases ----------------------------
+
+@pytest.mark.parametrize(("names", "text"), [
+    ({"A": "جامعة هارفارد", "B": "جامعة طوكيو", "C": "جامعة تسينغهوا"},
+     "\u200fجامعة هارفارد: ٨ من ١٠\nجامعة طوكيو: ٧ من ١٠\nجامعة تسينغهوا: ٦ من ١٠"),
+    ({"A": "हार्वर्ड विश्वविद्यालय", "B": "टोक्यो विश्वविद्यालय", "C": "सिंघुआ विश्वविद्यालय"},
+     "### हार्वर्ड विश्वविद्यालय\nअंक: १० में से ८\n### टोक्यो विश्वविद्यालय\nअंक: १० में से ७\n"
+     "### सिंघुआ विश्वविद्यालय\nअंक: १० में से ६"),
+    ({"A": "Università di Harvard", "B": "Università di Tokyo", "C": "Università Tsinghua"},
+     "**Università di Harvard**\nPunteggio: 8 su 10\n**Università di Tokyo**\nPunteggio: 7 su 10"
+     "\n**Università Tsinghua**\nPunteggio: 6 su 10"),
+    ({"A": "Universidad de Harvard", "B": "Universidad de Tokio", "C": "Universidad Tsinghua"},
+     "Universidad de Harvard — Puntuación: 8 de 10\nUniversidad de Tokio — Puntuación: 7 de 10\n"
+     "Universidad Tsinghua — Puntuación: 6 de 10"),
+    ({"A": "Harvard Üniversitesi", "B": "Tokyo Üniversitesi", "C": "Tsinghua Üniversitesi"},
+     "Harvard Üniversitesi: 8/10 puan\nTokyo Üniversitesi: 7/10 puan\n"
+     "Tsinghua Üniversitesi: 10 üzerinden 6"),
+    ({"A": "Гарвардский университет", "B": "Токийский университет", "C": "Университет Цинхуа"},
+     "Гарвардский университет: 8 из 10\nТокийский университет — оценка: 7/10\n"
+     "Университет Цинхуа: оценка 6 из 10"),
+    ({"A": "Universitas Harvard", "B": "Universitas Tokyo", "C": "Universitas Tsinghua"},
+     "Universitas Harvard: nilai 8 dari 10\nUniversitas Tokyo: skor 7/10\n"
+     "Universitas Tsinghua: 6 dari 10"),
+    ({"A": "Universidade Harvard", "B": "Universidade de Tóquio", "C": "Universidade Tsinghua"},
+     "Universidade Harvard: nota 8 de 10\nUniversidade de Tóquio: 7/10\n"
+     "Universidade Tsinghua: pontuação 6"),
+])
+def test_scores_in_the_next_languages_are_read(names: dict[str, str], text: str) -> None:
+    assert_ok(parse_answer(text, names, []), {"A": 8, "B": 7, "C": 6}, "lines")
+
+
+def test_a_dotted_capital_i_matches_its_plain_spelling() -> None:
+    names = {"A": "İstanbul", "B": "Ankara", "C": "İzmir"}
+    assert_ok(parse_answer("Istanbul: 8/10\nAnkara: 7/10\nIzmir: 6/10", names, []),
+              {"A": 8, "B": 7, "C": 6}, "lines")
+
+
+@pytest.mark.parametrize("text", [
+    "Lo siento, pero no puedo puntuar estas opciones.",
+    "Desculpe, mas não posso atribuir uma nota a essas opções.",
+    "Mi dispiace, ma non posso assegnare un punteggio a queste opzioni.",
+    "Maaf, saya tidak dapat memberikan skor untuk pilihan ini.",
+    "Üzgünüm, bu seçeneklere puan veremem.",
+    "Извините, но я не могу выставить оценки этим вариантам.",
+    "عذرًا، لا أستطيع إعطاء درجات لهذه الخيارات.",
+    "क्षमा करें, मैं इन विकल्पों को अंक नहीं दे सकता।",
+])
+def test_refusals_in_the_next_languages(text: str) -> None:
+    r = parse_answer(text, BOSTON, [])
+    assert (r.status, r.detail) == ("refused", "refusal: declines to score")
+
+
+def test_arabic_indic_digits_in_prose_are_no_score() -> None:
+    names = {"A": "جامعة هارفارد", "B": "جامعة طوكيو", "C": "جامعة تسينغهوا"}
+    text = "جامعة هارفارد: تأسست عام ١٦٣٦\nجامعة طوكيو: ٨ من ١٠\nجامعة تسينغهوا: ٦ من ١٠"
+    assert parse_answer(text, names, []).detail == "missing A"

@@ -22,10 +22,18 @@ NUM = r"[-+−]?\d{1,9}(?:[.,]\d{1,2})?"
 # U+2212 survives NFKC, and "-3" must stay negative so that it is reported as out of range.
 # At most two decimals, so "8,000" / "50.000" read as thousands (no score), not as 8 or 50.
 NUMBER_RE = re.compile(rf"({NUM})(?!\d)")
-OUT_OF = r"(?:/ ?10(?![\d/])|(?:sur|von|out of|of|auf|su|de|из|из|en) 10(?!\d))"
-_UNIT = re.compile(rf"(?:{OUT_OF}|分(?!钟|鐘|間)|点(?!数)|점|points?\b|punkte?n?\b|pts\b)")
-CLOSERS = " *_)]】」』.。!！,，;；:：、"
-_APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
+OUT_OF = (r"(?:/ ?10(?![\d/])|(?:sur|von|out of|of|auf|su|de|из|en|dari|من|में से) 10(?!\d))")
+_UNIT = re.compile(rf"(?:{OUT_OF}|分(?!钟|鐘|間)|点(?!数)|점|points?\b|punkte?n?\b|pts\b|"
+                   r"puan\b|балл|punti\b|puntos\b|pontos\b|نقاط|درجات|अंक)")
+CLOSERS = " *_)]】」』.。!！,，;；:：、،؛"
+# Apostrophes made one; Arabic-Indic, Persian and Devanagari digits (which NFKC keeps) made
+# ASCII, with the Arabic decimal and thousands marks; bidi marks of RTL text dropped.
+_APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "٫": ".", "٬": ",", "\u200e": None,
+                              "\u200f": None, "\u061c": None,
+                              "\u093c": None,  # the Hindi press often leaves the nukta out
+                              **{chr(0x0660 + d): str(d) for d in range(10)},
+                              **{chr(0x06F0 + d): str(d) for d in range(10)},
+                              **{chr(0x0966 + d): str(d) for d in range(10)}})
 # Leading list markers, bold, heading marks, quotes, arrows, emoji and stars; possessive.
 LEAD = re.compile(r"(?:[#>*+•·\-–—→⇒▶►✅✔☑️🔹🔸■□◆◇○●★☆\s]|\d{1,2}[.)] |"
                   r"[\U0001F000-\U0001FAFF\u2600-\u27BF\uFE0F]|"
@@ -41,19 +49,26 @@ _SCORE_WORDS = (
     "评分", "得分", "总分", "综合评分", "最终评分", "初步评分", "评价", "打分", "分数",
     "スコア", "評価", "点数", "総合評価", "総合点", "最終スコア", "最終評価", "採点",
     "점수", "평점", "총점", "종합 점수", "종합 평가", "최종 점수", "평가",
+    # es, pt, it, id, tr, ru, ar, hi (issue 16: the next languages)
+    "puntuación", "puntuación final", "calificación", "valoración", "puntaje", "nota final",
+    "nota", "pontuação", "avaliação", "punteggio", "voto", "valutazione", "skor", "nilai",
+    "penilaian", "puan", "değerlendirme", "оценка", "итоговая оценка", "балл", "баллы",
+    "рейтинг", "الدرجة", "درجة", "التقييم", "تقييم", "النتيجة", "अंक", "स्कोर", "रेटिंग",
+    "मूल्यांकन",
 )
 KEYWORD = re.compile(
     r"(?:my |meine? |ma |mon |最终|最終|初步|综合|総合|종합 |최종 )?(?:"
     + "|".join(re.escape(w) for w in sorted(set(_SCORE_WORDS), key=len, reverse=True))
-    + r")(?![a-zà-ÿ])")
+    + r")(?![a-zà-ÿа-яё\u0600-\u06ff])")  # CJK needs no word boundary: "評価は8点"
 # Keyword, then up to 25 characters of no digit (", for Harvard:", "**", "★★★★☆ ("), then a number.
 _KEYWORD_STATEMENT = re.compile(KEYWORD.pattern + r"[^\d\n]{0,25}?(" + NUM + r")(?!\d)")
 # A number out of ten in prose: "8/10", "8 out of 10", "8 sur 10".
 OUT_OF_TEN = re.compile(rf"(?<![\d.,/])({NUM}) ?(?:分|点|점|points?|punkte?)? ?{OUT_OF}")
-# Ten first: "10点中8点", "10点満点中8点", "10점 만점에 8점", "满分10分，我给深圳打8分".
+# Ten first: "10点中8点", "10点満点中8点", "10점 만점에 8점", "满分10分，我给深圳打8分",
+# "10 में से 8", "10 üzerinden 8".
 _TEN_FIRST = re.compile(
     rf"(?:10 ?点 ?(?:満点)?中 ?|10 ?점 ?만점에 ?|满分 ?10 ?分[,，]? ?[^\d\n]{{0,12}}?)"
-    rf"({NUM}) ?(?:点|점|分)")
+    rf"({NUM}) ?(?:点|점|分)|(?:10 में से|10 üzerinden) ({NUM})(?![\d.,/])")
 # A rating verb before a number with a point unit: "给它打8分", "8点をつけ", "8점을 주".
 _CJK_RATED = re.compile(rf"(?:打|给|評価|つけ|付け)[^\d\n]{{0,8}}?({NUM}) ?(?:分|点)|"
                         rf"({NUM}) ?(?:点を(?:つけ|付け)|점을 (?:주|드리|매기))")
@@ -62,27 +77,36 @@ RANGE = re.compile(rf"(?<![\d.,]){NUM} ?(?:分|点|점)? ?(?:[-–~〜～]|to|bi
 # "Job market: 9/10": a short subject (a few words, no sentence), a colon, a number out of 10.
 LABELLED = re.compile(r"([^:\d\n,.!?…。，！？]{2,30}?) ?: ?(?:\*\*|__)?+ ?(" + NUM + r") ?"
                        + OUT_OF)
-OPTION_WORD = r"(?:option|choice|choix|选项|選択肢|オプション|옵션) ?"
+OPTION_WORD = (r"(?:option|choice|choix|opción|opção|opzione|opsi|pilihan|seçenek|вариант|"
+               r"الخيار|विकल्प|选项|選択肢|オプション|옵션) ?")
 # Score words that may head a table column.
-COLUMN = re.compile(KEYWORD.pattern.replace("(?![a-zà-ÿ])", ""))
+COLUMN = re.compile(KEYWORD.pattern.replace(r"(?![a-zà-ÿа-яё\u0600-\u06ff])", ""))
 # Declining to score, in any catalogue language: a scoring word and a refusal in one sentence.
 _SCORING = re.compile(
     r"scor|rating|rate (?:them|these|each)|numer|grade|noter|une note|des notes|de notes|"
     r"chiffr|punktzahl|bewert|"
-    r"点数|点を|評価|採点|数値|数字|打分|评分|分数|量化|점수|숫자|평가|매기")
+    r"点数|点を|評価|採点|数値|数字|打分|评分|分数|量化|점수|숫자|평가|매기|"
+    r"puntu|calific|nota|pontu|punteggi|voti|valutar|skor|nilai|puan|оцен|балл|درج|تقييم|"
+    r"نقاط|अंक|स्कोर|रेटिंग")
 _DECLINE = re.compile(
     r"rather not|prefer not|not comfortable|n't think it makes sense|refrain|won't|will not|"
     r"can't|cannot|unable|decline|préfère ne pas|ne peux pas|ne suis pas en mesure|"
     r"m'abstiens|m'abstiendrai|pas pertinent|tut mir leid|ungern|verzichte|nicht (?:für )?"
     r"sinnvoll|kann [^.]{0,40} nicht|möchte [^.]{0,40} nicht|"
     r"できません|控え|付けず|難しい|无法|不会|不便|不给|不打|不做|不给出|就不|"
-    r"수 없|않겠|어렵|드리기 어렵|삼가|보다는")
-_SENTENCE = re.compile(r"[^.!?。！？\n]+")
+    r"수 없|않겠|어렵|드리기 어렵|삼가|보다는|"
+    r"no puedo|prefiero no|lo siento|não posso|prefiro não|desculpe|non posso|preferisco non|"
+    r"mi dispiace|tidak dapat|tidak bisa|maaf|yapamam|veremem|maalesef|üzgünüm|не могу|"
+    r"не буду|извините|к сожалению|لا أستطيع|لا يمكنني|عذر|آسف|नहीं कर सकत|नहीं दे सकत|"
+    r"क्षमा|माफ़|असमर्थ")
+_SENTENCE = re.compile(r"[^.!?。！？؟।\n]+")
 
 
 def fold(s: str) -> str:
-    """Canonical form for matching: NFKC, casefolded, one space between words."""
-    return " ".join(unicodedata.normalize("NFKC", s).casefold().translate(_APOSTROPHES).split())
+    """Canonical form for matching: NFKC, casefolded, one space between words. Turkish
+    "İ" casefolds to "i" + a combining dot: dropped, so "İstanbul" matches "Istanbul"."""
+    folded = unicodedata.normalize("NFKC", s).casefold().replace("i\u0307", "i")
+    return " ".join(folded.translate(_APOSTROPHES).split())
 
 
 def score_at(s: str) -> float | None:
@@ -115,8 +139,8 @@ def statements(s: str) -> list[float | None]:
     for m in _KEYWORD_STATEMENT.finditer(s):
         if _ends(s, m.end()) and not any(a <= m.start(1) < b for a, b in tens):
             values.append(number(m.group(1)))
-    for rx in (OUT_OF_TEN, _TEN_FIRST):
-        values += [number(m.group(1)) for m in rx.finditer(s)]
+    values += [number(m.group(1)) for m in OUT_OF_TEN.finditer(s)]
+    values += [number(m.group(1) or m.group(2)) for m in _TEN_FIRST.finditer(s)]
     for m in _CJK_RATED.finditer(s):
         if not any(a <= m.start() < b or a <= m.start(1) < b for a, b in tens):
             values.append(number(m.group(1) or m.group(2)))
