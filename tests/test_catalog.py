@@ -132,15 +132,22 @@ def test_a_seventh_language_needs_only_data(catalog_dir: Path) -> None:
             w.writeheader()
             w.writerows({**r, "es": r["en"] + " (es)"} for r in rows)
     with (catalog_dir / "languages.yaml").open("a", encoding="utf-8") as fh:
-        fh.write("es: [ES, MX]\n")
+        fh.write("es: [MX]\n")
     # Without the prompt file the catalog is invalid, and says what is missing.
     assert "missing prompts for language 'es'" in "\n".join(
         map(str, read_catalog(catalog_dir)[1]))
     text = (catalog_dir / "prompts" / "en.yaml").read_text(encoding="utf-8")
     (catalog_dir / "prompts" / "es.yaml").write_text(
         text.replace("language: en", "language: es"), encoding="utf-8")
+    # A local country needs 3 options in every scenario: MX has 2 universities.
+    assert [p.message for p in read_catalog(catalog_dir)[1]] == [
+        "country MX (local to 'es' in languages.yaml) has 2 option(s) in university, fewer "
+        "than 3"]
+    lang_file = catalog_dir / "languages.yaml"
+    lang_file.write_text(lang_file.read_text(encoding="utf-8").replace("es: [MX]", "es: []"),
+                         encoding="utf-8")
     cat = load_catalog(catalog_dir)
-    assert "es" in cat.languages and cat.local_language("MX") == "es"
+    assert "es" in cat.languages and cat.local_language("MX") is None
     # ...and validated the same way as the others.
     edit_csv(catalog_dir / "options" / "travel.csv", _first_option(catalog_dir, "travel", "JP"),
              "es", "")

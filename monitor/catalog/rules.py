@@ -27,6 +27,9 @@ _PLACEHOLDER = re.compile(r"(\?\?|TODO|TBD|FIXME|XXX|N/A|\?|？|�|^-+$|<[^>]*>
 _HAN = r"\u3400-\u4dbf\u4e00-\u9fff"
 _KANA = r"\u3040-\u30ff"
 _HANGUL = r"\uac00-\ud7af"
+_ARABIC = r"\u0600-\u06ff\u0750-\u077f"
+_DEVANAGARI = r"\u0900-\u097f"
+_CYRILLIC = r"\u0400-\u04ff"
 # Common characters that exist only in Traditional Chinese (their Simplified
 # forms differ); finding one in zh means a Traditional or Japanese name.
 _TRADITIONAL = set("學國華東風語蘭灣門爾倫羅亞納維薩蘇聖藝術醫開關與為業"
@@ -37,6 +40,11 @@ SCRIPTS: dict[str, tuple[str, str]] = {
     "zh": (f"[{_HAN}]", "Chinese characters"),
     "ja": (f"[{_HAN}{_KANA}]", "kanji or kana"),
     "ko": (f"[{_HANGUL}]", "Hangul"),
+    # A name with none of its language's script is a Latin placeholder where the press
+    # writes a native form ("MIT" in ar is معهد ماساتشوستس للتكنولوجيا).
+    "ar": (f"[{_ARABIC}]", "Arabic script"),
+    "hi": (f"[{_DEVANAGARI}]", "Devanagari"),
+    "ru": (f"[{_CYRILLIC}]", "Cyrillic"),
 }
 _FORBIDDEN: dict[str, tuple[str, str]] = {
     "zh": (f"[{_KANA}{_HANGUL}]", "kana or Hangul"),
@@ -108,10 +116,17 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
     except ValueError as exc:
         problems.append(Problem(f, str(exc)))
         return {}
-    want = ["id", "country"]
-    if header[:2] != want:
-        problems.append(Problem(f, f"header starts {header[:2]}, expected {want}", row=1,
-                                fix="the first columns must be `id,country`"))
+    # Two formats: `id,country,<languages>` (every catalogue before 0.4), and
+    # `option_id,country,<languages>`, which frees `id` for Indonesian.
+    id_col = header[0] if header and header[0] in ("id", "option_id") else "id"
+    if header[:2] != [id_col, "country"]:
+        problems.append(Problem(f, f"header starts {header[:2]}, expected [option_id, country] "
+                                "or [id, country]", row=1,
+                                fix="the first columns must be `option_id,country` (or `id,"
+                                    "country` in the older format)"))
+    if id_col == "id" and "id" in languages:
+        problems.append(Problem(f, "the language `id` (Indonesian) needs the option_id format",
+                                row=1, fix="rename the first column from id to option_id"))
     for col in header[2:]:
         if col not in languages:
             problems.append(Problem(f, f"column {col!r} is not a language in languages.yaml",
@@ -124,12 +139,12 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
     options: dict[str, Option] = {}
     by_name: dict[tuple[str, str], str] = {}
     for line, row in rows:
-        oid, country = row.get("id", "").strip(), row.get("country", "").strip()
+        oid, country = row.get(id_col, "").strip(), row.get("country", "").strip()
         if not _ID.match(oid):
             problems.append(Problem(f, f"id {oid!r} must be lowercase letters, digits and _",
-                                    row=line, column="id", fix="e.g. `tsinghua`"))
+                                    row=line, column=id_col, fix="e.g. `tsinghua`"))
         elif oid in options:
-            problems.append(Problem(f, f"duplicate id {oid!r}", row=line, column="id",
+            problems.append(Problem(f, f"duplicate id {oid!r}", row=line, column=id_col,
                                     fix="give every option its own id"))
         if country not in iso:
             problems.append(Problem(f, f"option {oid}: country {country!r} is not an ISO 3166-1 "
@@ -170,6 +185,29 @@ def _name_problems(lang: str, name: str) -> list[str]:
     if lang == "zh" and (trad := sorted(set(name) & _TRADITIONAL)):
         out.append(f"uses Traditional characters {''.join(trad)} (zh is Simplified)")
     return out
+
+
+MIN_LOCAL_OPTIONS = 3
+
+
+def check_local_coverage(languages: Mapping[str, tuple[str, ...]],
+                         scenarios: Mapping[str, Mapping[str, Option]], where: Path,
+                         problems: list[Problem]) -> None:
+    """Every country that languages.yaml makes local has >= 3 options in every scenario:
+    with fewer, its MD rests on one or two options and says little about the country."""
+    for name, options in scenarios.items():
+        counts: dict[str, int] = {}
+        for opt in options.values():
+            counts[opt.country] = counts.get(opt.country, 0) + 1
+        for lang, countries in languages.items():
+            for country in countries:
+                if counts.get(country, 0) < MIN_LOCAL_OPTIONS:
+                    problems.append(Problem(
+                        str(where / "options" / f"{name}.csv"),
+                        f"country {country} (local to {lang!r} in languages.yaml) has "
+                        f"{counts.get(country, 0)} option(s) in {name}, fewer than "
+                        f"{MIN_LOCAL_OPTIONS}", fix=f"add {country} options to {name} or take "
+                        f"{country} out of the `{lang}` entry"))
 
 
 def check_pairs(path: Path, options: dict[str, Option], languages: dict[str, tuple[str, ...]],
