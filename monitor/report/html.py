@@ -79,6 +79,12 @@ def _jsd_tables(rep: EndpointReport) -> str:
                       *dist, "</table>"])
 
 
+def _bidi(text: str) -> str:
+    """Text in the asked language, isolated so that an Arabic name keeps its own
+    direction inside a left-to-right table (and does not reorder what follows)."""
+    return f'<bdi dir="auto">{html.escape(text)}</bdi>'
+
+
 def _md_tables(rep: EndpointReport) -> str:
     variants = [v for v in VARIANT_TITLES if v in set(rep.md["variant"])]
     parts = []
@@ -154,12 +160,12 @@ def _movers(rep: EndpointReport) -> str:
             '<th class="l">an answer now</th></tr>']
     for m in rep.movers:
         rows.append(
-            f'<tr><td class="l">{html.escape(m.name_en)}<br>{html.escape(m.name_local)}<br>'
+            f'<tr><td class="l">{html.escape(m.name_en)}<br>{_bidi(m.name_local)}<br>'
             f'<small>{html.escape(m.scenario)}, {html.escape(m.country)}</small></td>'
             f'<td class="l">{html.escape(m.language)}</td><td>{m.old:.2f} <small>n={m.n_old}'
             f'</small></td><td>{m.new:.2f} <small>n={m.n_new}</small></td>'
-            f'<td class="l"><pre>{html.escape(m.text_old)}</pre></td>'
-            f'<td class="l"><pre>{html.escape(m.text_new)}</pre></td></tr>')
+            f'<td class="l"><pre dir="auto">{html.escape(m.text_old)}</pre></td>'
+            f'<td class="l"><pre dir="auto">{html.escape(m.text_new)}</pre></td></tr>')
     return "\n".join([*rows, "</table>"])
 
 
