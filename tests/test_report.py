@@ -157,7 +157,7 @@ def test_trend_alert_history_and_movers(history: dict[str, Any]) -> None:
     assert "all / CN" in alerts and "pending &rarr; firing" in alerts
     movers = _table(page, "movers")
     assert movers.count("<tr>") == 1 + 8  # the header and TOP_MOVERS rows
-    assert "<pre>" in movers
+    assert "<pre dir=\"auto\">" in movers
 
 
 def test_untrusted_answer_text_is_inert(history: dict[str, Any]) -> None:

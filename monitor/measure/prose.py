@@ -57,6 +57,10 @@ _GENERIC = re.compile(
 def _short_forms(name: str) -> list[str]:
     """Short names a model uses for an option: "Harvard", "Tokyo", "清华", "서울대"."""
     out = []
+    # "córdoba, argentina" / "コルドバ (アルゼンチン)": a qualifier the answer may leave out.
+    base = re.split(r" ?[(（]|, ", name)[0].strip()
+    if base and base != name and len(base) >= 2:
+        out.append(base)
     bare = " ".join(_GENERIC.sub(" ", name).split())
     if bare and bare != name and len(bare) >= 2:
         out.append(bare)
