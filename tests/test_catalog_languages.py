@@ -1,22 +1,49 @@
-"""A language is data: the catalogue with the staged names and prompts of es, pt, ar, hi,
-id, it, tr and ru (probes/i18n) validates with 14 languages in the option_id format (which
-frees `id` for Indonesian), and its rules catch a Latin placeholder in ar/hi/ru, a missing
-name and a local country with fewer than 3 options in a scenario. (The new languages' local
-countries and their options come with issue 16's catalogue; here they are nobody's local
-language yet.)"""
+"""A language is data: the catalogue with the staged languages merged (probes/i18n/merge.py:
+es, pt, ar, hi, id, it, tr, ru, their local countries and those countries' options, in the
+option_id format that frees `id` for Indonesian) validates with 14 languages; its rules
+catch a Latin placeholder in ar/hi/ru, a missing name and a local country with fewer than 3
+options; a run in all 14 languages recovers an injected bias in each new local country's
+MD; and the report renders every script in a real browser."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
+import importlib.util
+import json
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from monitor.catalog import read_catalog
+from monitor.catalog import load_catalog, read_catalog
+from monitor.config import load_settings
+from monitor.measure import RunOptions, run_endpoint
+from monitor.store import Store
+from tests.support.helpers import DirectSimClient, write_config
 
-STAGED = Path(__file__).resolve().parent.parent / "probes" / "i18n"
-NEW = ("es", "pt", "ar", "hi", "id", "it", "tr", "ru")
+ROOT = Path(__file__).resolve().parent.parent
+STAGED = ROOT / "probes" / "i18n"
+ALL = ("en", "ja", "zh", "fr", "de", "ko", "es", "pt", "ar", "hi", "id", "it", "tr", "ru")
+BIASED = {"MX": 2.0, "BR": 2.0, "SA": 2.0, "IN": 2.0, "IT": 2.0, "TR": 2.0}
+
+
+def _merge(catalog_dir: Path) -> Path:
+    spec = importlib.util.spec_from_file_location("staged_merge", STAGED / "merge.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.merge(catalog_dir, STAGED)
+    return catalog_dir
+
+
+@pytest.fixture(scope="module")
+def fourteen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fourteen") / "probes"
+    shutil.copytree(ROOT / "probes", root, ignore=shutil.ignore_patterns("__pycache__", "i18n"))
+    return _merge(root)
 
 
 def _rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -32,36 +59,28 @@ def _write(path: Path, header: list[str], rows: list[dict[str, str]]) -> None:
         writer.writerows(rows)
 
 
-def _fourteen(catalog_dir: Path) -> Path:
-    """The catalogue with the eight staged languages added, in the option_id format."""
-    names = {lang: {(r["scenario"], r["id"]): r["name"] for r in _rows(STAGED / f"{lang}.csv")[1]}
-             for lang in NEW}
-    for path in sorted((catalog_dir / "options").glob("*.csv")):
-        header, rows = _rows(path)
-        out = []
-        for row in rows:
-            new = {"option_id": row["id"], **{k: v for k, v in row.items() if k != "id"}}
-            for lang in NEW:
-                new[lang] = names[lang][(path.stem, row["id"])]
-            out.append(new)
-        _write(path, ["option_id", *header[1:], *NEW], out)
-    with (catalog_dir / "languages.yaml").open("a", encoding="utf-8") as fh:
-        fh.write("".join(f"{lang}: []\n" for lang in NEW))
-    for lang in NEW:
-        shutil.copy(STAGED / "prompts" / f"{lang}.yaml", catalog_dir / "prompts" / f"{lang}.yaml")
-    return catalog_dir
+def _copy(fourteen: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "probes"
+    shutil.copytree(fourteen, dst)
+    return dst
 
 
-def test_the_catalogue_validates_with_fourteen_languages(catalog_dir: Path) -> None:
-    catalog, problems = read_catalog(_fourteen(catalog_dir))
+def test_the_catalogue_validates_with_fourteen_languages(fourteen: Path) -> None:
+    catalog, problems = read_catalog(fourteen)
     assert problems == [], [str(p) for p in problems[:5]]
-    assert catalog is not None and len(catalog.languages) == 14
+    assert catalog is not None and tuple(catalog.languages) == ALL
+    assert catalog.local_language("MX") == "es" and catalog.local_language("BR") == "pt"
     tsinghua = catalog.scenarios["university"].options["tsinghua"]
     assert tsinghua.names["id"].startswith("Universitas")  # Indonesian, not the option id
+    for scen in catalog.scenarios.values():  # every local country has its 3 options
+        for countries in catalog.languages.values():
+            for c in countries:
+                assert sum(o.country == c for o in scen.options.values()) >= 3, (scen.name, c)
 
 
-def test_the_older_format_cannot_take_an_indonesian_column(catalog_dir: Path) -> None:
-    root = _fourteen(catalog_dir)
+def test_the_older_format_cannot_take_an_indonesian_column(fourteen: Path,
+                                                           tmp_path: Path) -> None:
+    root = _copy(fourteen, tmp_path)
     path = root / "options" / "travel.csv"
     header, rows = _rows(path)
     with path.open("w", encoding="utf-8", newline="") as fh:  # back to `id,country,...`
@@ -75,20 +94,18 @@ def test_the_older_format_cannot_take_an_indonesian_column(catalog_dir: Path) ->
 
 @pytest.mark.parametrize("lang", ["ar", "hi", "ru"])
 def test_a_latin_placeholder_in_a_native_script_language_is_caught(
-        catalog_dir: Path, lang: str) -> None:
-    root = _fourteen(catalog_dir)
+        fourteen: Path, tmp_path: Path, lang: str) -> None:
+    root = _copy(fourteen, tmp_path)
     path = root / "options" / "university.csv"
     header, rows = _rows(path)
     next(r for r in rows if r["option_id"] == "mit")[lang] = "MIT"
     _write(path, header, rows)
     _, problems = read_catalog(root)
-    assert [str(p) for p in problems if "mit" in str(p)] == [
-        next(str(p) for p in problems if "'MIT'" in str(p))]
-    assert f"{lang} name 'MIT' has no" in str(problems[0])
+    assert len(problems) == 1 and f"{lang} name 'MIT' has no" in str(problems[0])
 
 
-def test_a_missing_name_in_a_new_language_is_caught(catalog_dir: Path) -> None:
-    root = _fourteen(catalog_dir)
+def test_a_missing_name_in_a_new_language_is_caught(fourteen: Path, tmp_path: Path) -> None:
+    root = _copy(fourteen, tmp_path)
     path = root / "options" / "relocation.csv"
     header, rows = _rows(path)
     rows[0]["tr"] = ""
@@ -97,12 +114,92 @@ def test_a_missing_name_in_a_new_language_is_caught(catalog_dir: Path) -> None:
     assert len(problems) == 1 and "tr name '' is blank" in str(problems[0])
 
 
-def test_a_local_country_with_fewer_than_three_options_is_caught(catalog_dir: Path) -> None:
-    root = _fourteen(catalog_dir)
+def test_a_local_country_with_fewer_than_three_options_is_caught(fourteen: Path,
+                                                                 tmp_path: Path) -> None:
+    root = _copy(fourteen, tmp_path)
     text = (root / "languages.yaml").read_text(encoding="utf-8")
-    (root / "languages.yaml").write_text(text.replace("it: []", "it: [IT]"), encoding="utf-8")
+    (root / "languages.yaml").write_text(text.replace("zh: [CN]", "zh: [CN, HK]"),
+                                         encoding="utf-8")
     _, problems = read_catalog(root)
     msgs = [str(p) for p in problems]
-    # Italy has options in travel only (Rome); none in university or relocation yet.
-    assert len(msgs) == 3 and all("country IT (local to 'it'" in m for m in msgs)
-    assert any("university.csv" in m and "0 option(s)" in m for m in msgs)
+    # Hong Kong has 5 universities but one city in relocation and one in travel.
+    assert len(msgs) == 2 and all("country HK (local to 'zh'" in m for m in msgs)
+    assert {m.split(":")[0].rsplit("/", 1)[1] for m in msgs} == {"relocation.csv",
+                                                                 "travel.csv"}
+
+
+@pytest.fixture(scope="module")
+def run14(fourteen: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A 600-triplet run in all 14 languages of the simulated model with a bias of 2 points
+    for MX, BR, SA, IN, IT and TR (through the run's own code, the model called directly)."""
+    tmp = tmp_path_factory.mktemp("run14")
+    params = {"bias_points": BIASED, "noise_sd": 1.0, "seed": 5}
+    cfg = write_config(tmp, [{"name": "sim", "model": "simulated/demo", "params": params,
+                              "max_concurrency": 64, "rpm": 100000}],
+                       catalog={"path": str(fourteen)},
+                       sampling={"triplets_per_run": 600, "languages": list(ALL)})
+    settings, _ = load_settings(cfg)
+    catalog = load_catalog(fourteen)
+    store = Store(settings.storage.path)
+    result = asyncio.run(run_endpoint(settings, catalog, store, settings.endpoints[0],
+                                      RunOptions(), client=DirectSimClient(params, fourteen)))
+    return {"cfg": cfg, "result": result, "catalog": catalog, "tmp": tmp}
+
+
+def test_a_run_in_all_fourteen_languages_recovers_each_new_countrys_bias(
+        run14: dict[str, Any]) -> None:
+    result = run14["result"]
+    assert result.status_counts["ok"] == result.run.planned_calls == 600 * 14
+    pooled = {r.country: r for r in result.md if r.scenario == "all"}
+    for country, bias in BIASED.items():
+        row = pooled[country]
+        expected = bias * (1 - 1 / len(ALL))  # asked in 14 languages, local in one
+        assert row.ci_lower <= expected <= row.ci_upper, (country, row)
+        assert row.language == run14["catalog"].local_language(country)
+    # An unbiased new local country stays near 0: its CI holds 0.
+    assert pooled["ES"].ci_lower <= 0 <= pooled["ES"].ci_upper
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian package chromium not "
+                    "installed (.ci/run installs it)")
+def test_the_report_renders_every_script(run14: dict[str, Any], tmp_path: Path) -> None:
+    from monitor.cli import main
+
+    out = tmp_path / "report"
+    assert main(["report", "--config", str(run14["cfg"]), "--out", str(out)]) == 0
+    page = (out / "index.html").read_text(encoding="utf-8")
+    for name in ("العربية", "हिन्दी", "Русский", "日本語", "한국어", "Türkçe"):
+        assert name in page, name
+    assert '<bdi dir="auto">العربية</bdi>' in page
+    # The browser lays the line of language names out with real glyphs: the Arabic and
+    # Devanagari names take width (a missing font would still take some, so this checks
+    # the layout, and the screenshot in docs/ shows the glyphs).
+    probe = out / "probe.html"
+    probe.write_text(page.replace("</body>", """<script>addEventListener('load', () => {
+      const w = [...document.querySelectorAll('.langs bdi')].map(b => [b.textContent,
+        b.getBoundingClientRect().width, getComputedStyle(b).direction]);
+      document.body.setAttribute('data-langs', JSON.stringify(w)); });</script></body>"""),
+        encoding="utf-8")
+    chromium = shutil.which("chromium")
+    assert chromium is not None
+    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update",
+             f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000"]
+    dom = subprocess.run([*flags, "--dump-dom", probe.as_uri()], capture_output=True,
+                         text=True, timeout=120)
+    import html as html_lib
+    import re
+
+    m = re.search(r'data-langs="([^"]+)"', dom.stdout)
+    assert m, dom.stderr[-2000:]
+    widths = {t: (w, d) for t, w, d in json.loads(html_lib.unescape(m.group(1)))}
+    assert widths["العربية"][0] > 20 and widths["العربية"][1] == "rtl"
+    assert widths["हिन्दी"][0] > 20 and widths["Русский"][0] > 20
+    shot = tmp_path / "scripts.png"
+    subprocess.run([*flags, "--window-size=1280,900", f"--screenshot={shot}",
+                    (out / "index.html").as_uri()], capture_output=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 10_000
+    # docs/report-scripts.png is this screenshot, taken when the languages were staged.
+    if (keep := __import__("os").environ.get("BIAS_MONITOR_KEEP_SCREENSHOT")):
+        shutil.copy(shot, keep)

@@ -68,6 +68,7 @@ class EndpointReport:
     baseline_md: pd.DataFrame | None
     alerts: list[AlertEvent] = field(default_factory=list)
     movers: list[Evidence] = field(default_factory=list)
+    language_names: dict[str, str] = field(default_factory=dict)  # code -> its own name
 
 
 def _history(store: Store, runs: list[RunRow]) -> pd.DataFrame:
@@ -140,9 +141,11 @@ def build(store: Store, catalog: Catalog, runs: list[RunRow],
     else:
         window = f"{len(runs)} runs, {_when(runs[0])} to {_when(last)}"
     weakness = _frame(weakness_of(store, ids, local))
+    names = {lang: catalog.prompts[lang].language_name for lang in languages
+             if lang in catalog.prompts}
     return EndpointReport(ep, last.model, bool(last.simulated), runs, window, languages, jsd, md,
                           weakness, by_lang, local_marks, _history(store, trend), base, base_md,
-                          alerts, movers)
+                          alerts, movers, names)
 
 
 def _when(run: RunRow) -> str:

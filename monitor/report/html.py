@@ -79,6 +79,11 @@ def _jsd_tables(rep: EndpointReport) -> str:
                       *dist, "</table>"])
 
 
+def _languages(rep: EndpointReport) -> str:
+    return " · ".join(f'{html.escape(code)} {_bidi(rep.language_names.get(code, code))}'
+                      for code in rep.languages)
+
+
 def _bidi(text: str) -> str:
     """Text in the asked language, isolated so that an Arabic name keeps its own
     direction inside a left-to-right table (and does not reorder what follows)."""
@@ -217,6 +222,7 @@ def render_html(reports: list[EndpointReport], out: Path) -> Path:
 <h2>{html.escape(rep.endpoint)} <small>{html.escape(rep.model)}</small></h2>{sim}
 <p class="note">Covers {html.escape(rep.window)};
 catalog {html.escape(rep.runs[-1].catalog_version)}; baseline: {html.escape(base)}.
+Asked in <span class="langs">{_languages(rep)}</span>.
 Cells marked * (shaded) have a 95% CI that excludes 0 and n >= {MIN_CELL_N} triplets.</p>
 <h3>Table 1: JSD by scenario and language</h3>{_jsd_tables(rep)}
 <h3>Table 2: MD by country and variant (score points, local language minus all languages)</h3>
