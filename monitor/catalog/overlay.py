@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.catalog import rules
-from monitor.catalog.files import YamlError, load_yaml
 from monitor.catalog.records import Problem, PromptFile, Scenario, ScenarioText
 
 __all__ = ["OVERLAY_FILES", "merge_overlay"]
@@ -85,20 +84,10 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
 def _prompts(path: Path, lang: str, added: dict[str, Scenario], taken: set[str],
              problems: list[Problem]) -> _OverlayPrompts | None:
     f = str(path)
-    if not path.is_file():
-        problems.append(Problem(f, f"missing prompts for language {lang!r}",
-                                "translate the overlay's prompts/en.yaml into this file"))
-        return None
-    try:
-        texts = _OverlayPrompts.model_validate(load_yaml(path))
-    except ValidationError as exc:
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            problems.append(Problem(f, f"{key}: {err['msg']}", column=key,
-                                    fix="an overlay's prompt file holds language and scenarios"))
-        return None
-    except YamlError as exc:
-        problems.append(Problem(f, exc.problem, row=exc.line))
+    texts = rules.read_model(path, _OverlayPrompts, f"prompts for language {lang!r}", problems,
+                             missing_fix="translate the overlay's prompts/en.yaml into this file",
+                             invalid_fix="an overlay's prompt file holds language and scenarios")
+    if texts is None:
         return None
     if texts.language != lang:
         problems.append(Problem(f, f"language: {texts.language!r} but the file is for {lang!r}",

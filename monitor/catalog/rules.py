@@ -14,8 +14,9 @@ from collections import Counter
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from monitor.catalog.files import YamlError, load_yaml, read_csv
 from monitor.catalog.records import LABELS, Option, Pair, Problem, PromptFile
@@ -303,26 +304,36 @@ def check_sources(path: Path, options: dict[str, Option], problems: list[Problem
                                     column="source"))
 
 
-def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
-                  problems: list[Problem]) -> PromptFile | None:
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[M], what: str, problems: list[Problem], *,
+               missing_fix: str, invalid_fix: str) -> M | None:
+    """A YAML file read into `model`; every problem (missing, unreadable, a bad key) appended."""
     f = str(path)
     if not path.is_file():
-        problems.append(Problem(f, f"missing prompts for language {lang!r}",
-                                fix="translate prompts/en.yaml into this file"))
+        problems.append(Problem(f, f"missing {what}", fix=missing_fix))
         return None
     try:
-        prompt = PromptFile.model_validate(load_yaml(path))
+        return model.model_validate(load_yaml(path))
     except ValidationError as exc:
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
-            problems.append(Problem(f, f"{key}: {err['msg']}", column=key,
-                                    fix="compare with prompts/en.yaml"))
-        return None
+            problems.append(Problem(f, f"{key}: {err['msg']}", column=key, fix=invalid_fix))
     except YamlError as exc:
         problems.append(Problem(f, exc.problem, row=exc.line))
-        return None
     except OSError as exc:
         problems.append(Problem(f, f"cannot read: {exc.strerror}"))
+    return None
+
+
+def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
+                  problems: list[Problem]) -> PromptFile | None:
+    f = str(path)
+    prompt = read_model(path, PromptFile, f"prompts for language {lang!r}", problems,
+                        missing_fix="translate prompts/en.yaml into this file",
+                        invalid_fix="compare with prompts/en.yaml")
+    if prompt is None:
         return None
     if prompt.language != lang:
         problems.append(Problem(f, f"language: {prompt.language!r} but the file is for {lang!r}",
