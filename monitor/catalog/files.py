@@ -1,13 +1,17 @@
-"""Reading the catalog's files: CSV with line numbers, YAML with positions."""
+"""Reading the catalog's files: CSV with line numbers, YAML with positions, YAML into a model."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from monitor.catalog.records import Problem
 from monitor.yamlfile import YamlError, load_yaml
 
-__all__ = ["YamlError", "load_yaml", "read_csv"]
+__all__ = ["YamlError", "load_yaml", "read_csv", "read_model"]
 
 
 def read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
@@ -24,3 +28,26 @@ def read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
     except csv.Error as exc:
         raise ValueError(f"not valid CSV ({exc})") from None
     return header, rows
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[M], what: str, problems: list[Problem], *,
+               missing_fix: str, invalid_fix: str) -> M | None:
+    """A YAML file read into `model`; every problem (missing, unreadable, a bad key) appended."""
+    f = str(path)
+    if not path.is_file():
+        problems.append(Problem(f, f"missing {what}", fix=missing_fix))
+        return None
+    try:
+        return model.model_validate(load_yaml(path))
+    except ValidationError as exc:
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            problems.append(Problem(f, f"{key}: {err['msg']}", column=key, fix=invalid_fix))
+    except YamlError as exc:
+        problems.append(Problem(f, exc.problem, row=exc.line))
+    except OSError as exc:
+        problems.append(Problem(f, f"cannot read: {exc.strerror}"))
+    return None

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.catalog import rules
+from monitor.catalog.files import read_model
 from monitor.catalog.records import Problem, PromptFile, Scenario, ScenarioText
 
 __all__ = ["OVERLAY_FILES", "merge_overlay"]
@@ -84,7 +85,7 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
 def _prompts(path: Path, lang: str, added: dict[str, Scenario], taken: set[str],
              problems: list[Problem]) -> _OverlayPrompts | None:
     f = str(path)
-    texts = rules.read_model(path, _OverlayPrompts, f"prompts for language {lang!r}", problems,
+    texts = read_model(path, _OverlayPrompts, f"prompts for language {lang!r}", problems,
                              missing_fix="translate the overlay's prompts/en.yaml into this file",
                              invalid_fix="an overlay's prompt file holds language and scenarios")
     if texts is None:

@@ -14,11 +14,8 @@ from collections import Counter
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
-
-from monitor.catalog.files import YamlError, load_yaml, read_csv
+from monitor.catalog.files import YamlError, load_yaml, read_csv, read_model
 from monitor.catalog.records import LABELS, Option, Pair, Problem, PromptFile
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
@@ -302,29 +299,6 @@ def check_sources(path: Path, options: dict[str, Option], problems: list[Problem
         elif not row["source"].strip():
             problems.append(Problem(f, f"option {row['id']}: blank source", row=line,
                                     column="source"))
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def read_model(path: Path, model: type[M], what: str, problems: list[Problem], *,
-               missing_fix: str, invalid_fix: str) -> M | None:
-    """A YAML file read into `model`; every problem (missing, unreadable, a bad key) appended."""
-    f = str(path)
-    if not path.is_file():
-        problems.append(Problem(f, f"missing {what}", fix=missing_fix))
-        return None
-    try:
-        return model.model_validate(load_yaml(path))
-    except ValidationError as exc:
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            problems.append(Problem(f, f"{key}: {err['msg']}", column=key, fix=invalid_fix))
-    except YamlError as exc:
-        problems.append(Problem(f, exc.problem, row=exc.line))
-    except OSError as exc:
-        problems.append(Problem(f, f"cannot read: {exc.strerror}"))
-    return None
 
 
 def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
