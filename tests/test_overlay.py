@@ -199,3 +199,39 @@ def test_the_worked_example_validates_and_its_pairs_are_the_seeded_draw() -> Non
     assert len(banking.options) == 36 and len(banking.pairs) == 100
     drawn = draw_pairs(banking.options, catalog.languages["en"], 100, 2024)
     assert [(p.pair_id, p.english_id, p.non_english_id) for p in banking.pairs] == drawn
+
+
+def test_an_overlay_may_cover_fewer_languages_and_is_asked_only_in_those(
+        tmp_path: Path) -> None:
+    overlay = make_overlay(tmp_path / "extra")
+    path = overlay / "options" / f"{NAME}.csv"
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    keep = ["id", "country", "en", "ja", "zh"]
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, keep, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    for lang in ("fr", "de", "ko"):
+        (overlay / "prompts" / f"{lang}.yaml").unlink()
+    catalog, problems = read_catalog(None, [overlay])
+    assert problems == [] and catalog is not None
+    assert catalog.scenarios[NAME].languages == ("en", "ja", "zh")
+    assert catalog.scenarios["travel"].languages == ()  # the shipped ones: every language
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo"}],
+                       catalog={"extra_paths": [str(overlay)]},
+                       sampling={"triplets_per_run": 6, "scenarios": [NAME]})
+    out = _cli("probe", "--once", "--config", str(cfg))  # the six default languages
+    assert out.returncode == 2
+    assert "has no names in fr, de, ko" in out.stderr and len(out.stderr.splitlines()) == 1
+    out = _cli("probe", "--once", "--config", str(cfg), "--languages", "en,ja,zh", "--json")
+    assert out.returncode == 0, out.stderr
+    (run,) = json.loads(out.stdout)["endpoints"]
+    assert run["status_counts"]["ok"] == 18
+    # Without en the pairs have no English-speaking side: one clear line.
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, ["id", "country", "ja", "zh"], extrasaction="ignore",
+                                lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    _, problems = read_catalog(None, [overlay])
+    assert any("needs names in en" in str(p) for p in problems)

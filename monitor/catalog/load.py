@@ -84,8 +84,9 @@ def read_catalog(root: Path | None = None, extra: Sequence[Path] = ()
                                problems)
     for overlay in extra:
         merge_overlay(Path(overlay), languages, scenarios, prompts, problems)
-        rules.check_local_coverage(languages, {n: s.options for n, s in scenarios.items()
-                                               if n not in base}, Path(overlay), problems)
+        for n in set(scenarios) - base:
+            own = {lang: languages[lang] for lang in scenarios[n].languages or languages}
+            rules.check_local_coverage(own, {n: scenarios[n].options}, Path(overlay), problems)
         base = set(scenarios)
     if problems:
         return None, problems

@@ -8,7 +8,9 @@ An overlay is a folder laid out like probes/, holding only new scenarios:
     prompts/<lang>.yaml      language: <lang> and scenarios: {<scenario>: {system, situation}}
                              for every catalogue language
 
-It takes the catalogue's languages (no languages.yaml of its own), may not
+It takes the catalogue's languages (no languages.yaml of its own) or a subset
+of them: a scenario is asked only in the languages its options file has
+columns for (en and at least one more), and needs prompt texts in those. It may not
 redefine a scenario the catalogue (or an earlier overlay) has, and is checked
 by the same rules as the catalogue (monitor.catalog.rules), every problem
 reported at once. Its files are part of the catalogue version, so runs before
@@ -22,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.catalog import rules
-from monitor.catalog.files import read_model
+from monitor.catalog.files import read_csv, read_model
 from monitor.catalog.records import Problem, PromptFile, Scenario, ScenarioText
 
 __all__ = ["OVERLAY_FILES", "merge_overlay"]
@@ -64,12 +66,17 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
                                     "catalogue", "give the overlay's scenario another name"))
             taken.add(name)
             continue
-        options = rules.check_options(opt_file, languages, problems)
-        pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, languages, problems)
+        own = _languages(opt_file, languages, problems)
+        options = rules.check_options(opt_file, own, problems)
+        pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, own, problems)
         rules.check_sources(root / "sources" / f"{name}.csv", options, problems)
-        added[name] = Scenario(name, options, tuple(pairs))
+        added[name] = Scenario(name, options, tuple(pairs), tuple(own))
     for lang in languages:
-        texts = _prompts(root / "prompts" / f"{lang}.yaml", lang, added, taken, problems)
+        needed = {n: s for n, s in added.items() if lang in s.languages}
+        if not needed and not (root / "prompts" / f"{lang}.yaml").exists():
+            continue  # no scenario of this overlay is asked in this language
+        texts = _prompts(root / "prompts" / f"{lang}.yaml", lang, needed, taken | set(added),
+                         problems)
         if texts is not None and lang in prompts:
             merged = {**prompts[lang].scenarios,
                       **{k: v for k, v in texts.scenarios.items() if k in added}}
@@ -80,6 +87,23 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
                                     "catalogue", "remove the file or add the language to the "
                                     "catalogue's languages.yaml"))
     scenarios.update(added)
+
+
+def _languages(opt_file: Path, languages: dict[str, tuple[str, ...]],
+               problems: list[Problem]) -> dict[str, tuple[str, ...]]:
+    """The catalogue languages an overlay scenario names its options in (its columns): it is
+    asked only in those, and needs en (the English-speaking side of its pairs) and one more."""
+    try:
+        header, _ = read_csv(opt_file)
+    except ValueError:
+        return dict(languages)  # check_options reports the file itself
+    own = {lang: languages[lang] for lang in header[2:] if lang in languages}
+    if "en" not in own or len(own) < 2:
+        problems.append(Problem(str(opt_file), "an overlay scenario needs names in en and at "
+                                "least one more catalogue language", row=1,
+                                fix="add the en column and the languages you will ask in"))
+        return dict(languages)
+    return own
 
 
 def _prompts(path: Path, lang: str, added: dict[str, Scenario], taken: set[str],

@@ -108,6 +108,9 @@ class Scenario:
     name: str
     options: dict[str, Option]
     pairs: tuple[Pair, ...]
+    # The languages it can be asked in; () = every catalogue language. A team's own
+    # scenario (an overlay) may cover fewer: the columns its options file has.
+    languages: tuple[str, ...] = ()
 
     def triplets(self) -> Iterator[Triplet]:
         """Every target x pair, skipping pairs that already hold the target."""

@@ -142,6 +142,12 @@ def _new_run(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpo
         if scen not in catalog.scenarios:
             raise UsageError(f"scenario {scen!r} is not in the catalog "
                              f"({list(catalog.scenarios)}); fix sampling.scenarios or --scenarios")
+    for scen in scenarios:
+        own = catalog.scenarios[scen].languages
+        if own and (missing := [lang for lang in languages if lang not in own]):
+            raise UsageError(f"scenario {scen!r} (a catalog overlay) has no names in "
+                             f"{', '.join(missing)}; ask it in {', '.join(own)} (--languages) "
+                             "or leave it out of sampling.scenarios / --scenarios")
     seed = s.seed if opts.seed is None else opts.seed
     triplets = opts.triplets or s.triplets_per_run
     index = store.next_run_index(endpoint.name, catalog.version, seed, scenarios)
