@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["HTTP_PLACEHOLDERS", "HttpTarget", "parse_path"]
+__all__ = ["HTTP_PLACEHOLDERS", "PLACEHOLDER_RE", "HttpTarget", "parse_path"]
 
 #: The placeholders of an HTTP target's body template (docs/contract.md).
 HTTP_PLACEHOLDERS = ("messages", "system", "user", "language", "model")
-_PLACEHOLDER = re.compile(r"\{(" + "|".join(HTTP_PLACEHOLDERS) + r")\}")
+PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(HTTP_PLACEHOLDERS) + r")\}")
 _PATH_STEP = re.compile(r"\.?([A-Za-z_][A-Za-z0-9_-]*)|\[(-?\d+)\]")
 
 
@@ -40,7 +40,7 @@ def parse_path(text: str) -> tuple[str | int, ...]:
 
 def _placeholders(value: Any) -> set[str]:
     if isinstance(value, str):
-        return set(_PLACEHOLDER.findall(value))
+        return set(PLACEHOLDER_RE.findall(value))
     if isinstance(value, dict):
         return set().union(*(_placeholders(v) for v in value.values()), set())
     if isinstance(value, list):

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import weakref
 from typing import Any
 
 import httpx
 
-from monitor.config import HTTP_PLACEHOLDERS, parse_path
+from monitor.config import PLACEHOLDER_RE, HttpTarget, parse_path
 
-__all__ = ["HttpTargetError", "ask"]
+__all__ = ["HttpTargetError", "ask", "request_of"]
 
 class HttpTargetError(Exception):
     """A non-2xx answer of an HTTP target; LiteLLM maps it by `status_code`."""
@@ -33,7 +32,6 @@ class HttpTargetError(Exception):
         self.headers = headers
 
 
-_PLACEHOLDER = re.compile(r"\{(" + "|".join(HTTP_PLACEHOLDERS) + r")\}")
 # One connection pool per event loop (the daemon's runs each have their own loop).
 _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = \
     weakref.WeakKeyDictionary()
@@ -47,10 +45,10 @@ def _fill(template: Any, values: dict[str, Any]) -> Any:
     if isinstance(template, list):
         return [_fill(v, values) for v in template]
     if isinstance(template, str):
-        whole = _PLACEHOLDER.fullmatch(template)
+        whole = PLACEHOLDER_RE.fullmatch(template)
         if whole:
             return values[whole.group(1)]
-        return _PLACEHOLDER.sub(lambda m: v if isinstance(v := values[m.group(1)], str)
+        return PLACEHOLDER_RE.sub(lambda m: v if isinstance(v := values[m.group(1)], str)
                                 else json.dumps(v, ensure_ascii=False), template)
     return template
 
@@ -72,11 +70,18 @@ def _shape(data: Any) -> str:
     return type(data).__name__
 
 
+def request_of(target: HttpTarget) -> dict[str, Any]:
+    """What the provider gets for every call: the target with its paths parsed once (per
+    client), not once per call."""
+    return {**target.model_dump(), "response_steps": parse_path(target.response_path),
+            "model_steps": parse_path(target.model_path) if target.model_path else None}
+
 
 async def ask(target: dict[str, Any], messages: list[dict[str, Any]], *, language: str,
           model: str, headers: dict[str, str], api_key: str | None,
           timeout_s: float) -> tuple[str, str | None]:
-    """(the answer's text, the model id at model_path if any) of one request."""
+    """(the answer's text, the model id at model_path if any) of one request; `target` is
+    request_of(the endpoint's HttpTarget)."""
     system = next((str(m["content"]) for m in messages if m["role"] == "system"), "")
     user = next((str(m["content"]) for m in messages if m["role"] == "user"), "")
     body = _fill(target["body"], {"messages": messages, "system": system, "user": user,
@@ -98,11 +103,10 @@ async def ask(target: dict[str, Any], messages: list[dict[str, Any]], *, languag
     except ValueError:
         raise HttpTargetError("the assistant's API answered with something that is not "
                               "JSON", 422, {}) from None
-    text = _at(data, parse_path(target["response_path"]))
+    text = _at(data, target["response_steps"])
     if not isinstance(text, str):
         raise HttpTargetError(f"no text at response_path {target['response_path']} "
                               f"(the response has {_shape(data)}); fix "
                               "endpoints[].http.response_path", 422, {})
-    model_id = (_at(data, parse_path(target["model_path"]))
-                if target.get("model_path") else None)
+    model_id = _at(data, target["model_steps"]) if target["model_steps"] else None
     return text, (None if model_id is None else str(model_id))

@@ -161,6 +161,7 @@ class LLMClient:
         self._headers = endpoint.header_values()
         self._secrets = endpoint.secrets()
         self._schema_ok = self._wants_schema(endpoint)
+        self._target = http_target.request_of(endpoint.http) if endpoint.http else None
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
@@ -185,6 +186,7 @@ class LLMClient:
         started = self._clock()
         error = "not attempted"
         attempt = 0
+        fmt: dict[str, Any] | None = None
         while attempt <= ep.max_retries:
             attempt += 1
             wait: float | None = None
@@ -216,10 +218,8 @@ class LLMClient:
                 break
             backoff = min(_BACKOFF_CAP_S, self._backoff_base_s * 2 ** (attempt - 1))
             await self._sleep(wait if wait is not None else backoff * (0.5 + self._jitter()))
-        asked = AnswerFormat.JSON_SCHEMA if schema is not None and self._schema_ok else \
-            AnswerFormat.TEXT
         return CallResult(None, error, self._clock() - started, None, None, None, None, None,
-                          attempt, asked)
+                          attempt, AnswerFormat.JSON_SCHEMA if fmt else AnswerFormat.TEXT)
 
     async def _call(self, messages: list[dict[str, str]], language: str | None,
                     schema: dict[str, Any] | None) -> Any:
@@ -231,8 +231,8 @@ class LLMClient:
             kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
         if self._headers:
             kwargs["extra_headers"] = self._headers
-        if ep.http is not None:
-            kwargs["http_target"] = ep.http.model_dump()
+        if self._target is not None:
+            kwargs["http_target"] = self._target
             kwargs["language"] = language
         if ep.api_base:
             kwargs["api_base"] = ep.api_base

@@ -190,6 +190,10 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     not_asked = 0
     stopping = False
 
+    # The response schema is the same for every call of a variant: built once per run.
+    schemas = ({cot: answer_schema(list(LABELS), cot=cot) for cot in (False, True)}
+               if setup.answer_format != AnswerFormat.TEXT else None)
+
     async def one(spec: ProbeSpec, lang: str) -> None:
         nonlocal not_asked
         async with slots:
@@ -197,8 +201,7 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
                 not_asked += 1
                 return  # storage failed, or today's budget is spent: not asked
             prompt = apply_setup(setup, build_prompt(catalog, spec, lang))
-            schema = (answer_schema(list(LABELS), cot=spec.variant == Variant.COT)
-                      if setup.answer_format != AnswerFormat.TEXT else None)
+            schema = schemas[spec.variant == Variant.COT] if schemas else None
             res: CallResult | None = None
             try:
                 res = await client.complete(prompt.messages, language=lang, schema=schema)
