@@ -110,21 +110,14 @@ def _prompts(path: Path, lang: str, added: dict[str, Scenario], taken: set[str],
              problems: list[Problem]) -> _OverlayPrompts | None:
     f = str(path)
     texts = read_model(path, _OverlayPrompts, f"prompts for language {lang!r}", problems,
-                             missing_fix="translate the overlay's prompts/en.yaml into this file",
-                             invalid_fix="an overlay's prompt file holds language and scenarios")
+                       missing_fix="translate the overlay's prompts/en.yaml into this file",
+                       invalid_fix="an overlay's prompt file holds language and scenarios")
     if texts is None:
         return None
-    if texts.language != lang:
-        problems.append(Problem(f, f"language: {texts.language!r} but the file is for {lang!r}",
-                                column="language", fix=f"set `language: {lang}`"))
-    for name in added:
-        if name not in texts.scenarios:
-            problems.append(Problem(f, f"no texts for scenario {name!r}", column="scenarios",
-                                    fix=f"add scenarios.{name} (system and situation)"))
-    for name in texts.scenarios:
-        if name not in added and name not in taken:  # a taken name is reported once
-            problems.append(Problem(f, f"scenario {name!r} has no options file in the overlay",
-                                    column="scenarios", fix=f"add options/{name}.csv or drop it"))
+    # A taken name (a catalogue scenario's) is reported once, with its options file.
+    rules.check_scenario_texts(f, lang, texts.language, texts.scenarios, added, problems,
+                               how="system and situation", unknown=" in the overlay",
+                               skip=taken)
     for name, text in texts.scenarios.items():
         for key, value in (("system", text.system), *((f"situation.{p}", getattr(
                 text.situation, p)) for p in ("neutral", "female", "male"))):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -301,6 +301,26 @@ def check_sources(path: Path, options: dict[str, Option], problems: list[Problem
                                     column="source"))
 
 
+def check_scenario_texts(f: str, lang: str, language: str, texts: Iterable[str],
+                         wanted: Iterable[str], problems: list[Problem], *, how: str,
+                         unknown: str, skip: Collection[str] = ()) -> None:
+    """A prompt file's language and scenario texts against the scenarios it must cover
+    (catalogue and overlay prompt files alike): `how` says where to look for a missing
+    text, `unknown` ends the message of a text without options; `skip` is reported elsewhere."""
+    if language != lang:
+        problems.append(Problem(f, f"language: {language!r} but the file is for {lang!r}",
+                                column="language", fix=f"set `language: {lang}`"))
+    texts, wanted = list(texts), list(wanted)
+    for name in wanted:
+        if name not in texts:
+            problems.append(Problem(f, f"no texts for scenario {name!r}", column="scenarios",
+                                    fix=f"add scenarios.{name} ({how})"))
+    for name in texts:
+        if name not in wanted and name not in skip:
+            problems.append(Problem(f, f"scenario {name!r} has no options file{unknown}",
+                                    column="scenarios", fix=f"add options/{name}.csv or drop it"))
+
+
 def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
                   problems: list[Problem]) -> PromptFile | None:
     f = str(path)
@@ -309,17 +329,8 @@ def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
                         invalid_fix="compare with prompts/en.yaml")
     if prompt is None:
         return None
-    if prompt.language != lang:
-        problems.append(Problem(f, f"language: {prompt.language!r} but the file is for {lang!r}",
-                                column="language", fix=f"set `language: {lang}`"))
-    for name in scenarios:
-        if name not in prompt.scenarios:
-            problems.append(Problem(f, f"no texts for scenario {name!r}", column="scenarios",
-                                    fix=f"add scenarios.{name} (see prompts/en.yaml)"))
-    for name in prompt.scenarios:
-        if name not in scenarios:
-            problems.append(Problem(f, f"scenario {name!r} has no options file",
-                                    column="scenarios", fix=f"add options/{name}.csv or drop it"))
+    check_scenario_texts(f, lang, prompt.language, prompt.scenarios, scenarios, problems,
+                         how="see prompts/en.yaml", unknown="")
     fields = set(re.findall(r"\{(\w*)\}", prompt.option_line))
     if fields != {"label", "name"}:
         problems.append(Problem(f, f"option_line must use exactly {{label}} and {{name}}, has "
