@@ -86,8 +86,7 @@ class Options:
                  aliases: Mapping[str, Sequence[str]] | None = None) -> None:
         self.labels = tuple(sorted(names))
         self.by_fold = {fold(lab): lab for lab in self.labels}
-        pairs = [(fold(n), lab) for lab, n in names.items() if fold(n)]
-        self.own = {lab: name for name, lab in pairs}
+        pairs = [(f, lab) for lab, n in names.items() if (f := fold(n))]
         # The option's names in the catalogue's other languages ("KAIST" in a Korean answer
         # about 한국과학기술원) and short forms of all of them.
         known = [*names.items(), *((lab, a) for lab, al in (aliases or {}).items() for a in al)]
@@ -141,16 +140,15 @@ class Options:
             pos = m.end()
             # "B. 东京大学 — 9/10": the label may be followed by its own name.
             rest = s[pos:].lstrip(" *_")
-            own = self.own.get(label, "")
-            hit = next(((n, lab) for n, lab in self.all_names
-                        if lab == label and rest.startswith(n)), None)
-            if own and hit:
-                pos = len(s) - len(rest) + len(hit[0])
+            own = next((n for n, lab in self.all_names if lab == label and rest.startswith(n)),
+                       None)
+            if own:
+                pos = len(s) - len(rest) + len(own)
             return label, pos
         for name, lab in self.all_names:
-            if s.startswith(name) and not s[len(name):len(name) + 1].isalnum():
-                return lab, len(name)
-            if s.startswith(name) and not name.isascii():  # CJK names need no word boundary
+            # A Latin name must end at a word's end; CJK names need no word boundary.
+            if s.startswith(name) and (not name.isascii()
+                                       or not s[len(name):len(name) + 1].isalnum()):
                 return lab, len(name)
         return None
 
