@@ -141,7 +141,7 @@ class Gen:
         if key not in self._samplers:
             self._samplers = {key: Sampler(self.cat, scenarios=SCENARIOS,
                                            variants=list(VARIANTS), seed=seed,
-                                           triplets_per_run=n)}
+                                           triplets_per_run=n, languages=LANGS)}
             self._cycles = {}
         s = self._samplers[key]
         pop, n = s.population, s.triplets_per_run
@@ -208,7 +208,8 @@ def generator_check(cat: Catalog, gen: Gen, runs: int, n: int) -> dict[str, Any]
     from monitor.measure.sampling import Sampler
     from monitor.measure.simulated import SimParams, answer
 
-    s = Sampler(cat, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0, triplets_per_run=n)
+    s = Sampler(cat, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0, triplets_per_run=n,
+                languages=LANGS)
     mine = gen.runs(0, n, runs)
     obs, exp = np.zeros((6, 10)), np.zeros((6, 10))
     resid = var = 0.0

@@ -35,11 +35,13 @@ def catalog_dir(tmp_path: Path) -> Path:
     return dst
 
 
-def edit_csv(path: Path, row_id: str, column: str, value: str, key: str = "id") -> None:
-    """Set one cell of a catalog CSV, keeping everything else as it was."""
+def edit_csv(path: Path, row_id: str, column: str, value: str, key: str = "") -> None:
+    """Set one cell of a catalog CSV, keeping everything else as it was; rows are found
+    by `key`, by default the file's first column (option_id, or id in sources/)."""
     with path.open(encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
     fields = list(rows[0].keys())
+    key = key or fields[0]
     hit = [r for r in rows if r[key] == row_id]
     assert hit, f"{row_id} not in {path}"
     hit[0][column] = value

@@ -20,7 +20,7 @@ ENGLISH = {"US", "GB", "CA", "AU"}
 
 def _first_option(catalog_dir: Path, scenario: str, country: str) -> str:
     with (catalog_dir / "options" / f"{scenario}.csv").open(encoding="utf-8") as fh:
-        return next(r["id"] for r in csv.DictReader(fh) if r["country"] == country)
+        return next(r["option_id"] for r in csv.DictReader(fh) if r["country"] == country)
 
 
 def test_shipped_catalog_validates(capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,43 +115,46 @@ def test_wrong_script_and_duplicate_names_are_reported(catalog_dir: Path) -> Non
     b = _first_option(catalog_dir, "travel", "DE")
     edit_csv(trav, a, "ko", "Paris")
     with trav.open(encoding="utf-8") as fh:
-        b_ja = next(r["ja"] for r in csv.DictReader(fh) if r["id"] == b)
+        b_ja = next(r["ja"] for r in csv.DictReader(fh) if r["option_id"] == b)
     edit_csv(trav, a, "ja", b_ja)
     text = "\n".join(map(str, read_catalog(catalog_dir)[1]))
     assert f"option {a}: ko name 'Paris' has no Hangul" in text
     assert f"is also used by {b}" in text or f"is also used by {a}" in text
 
 
-def test_a_seventh_language_needs_only_data(catalog_dir: Path) -> None:
-    # Spanish: a column per options file, a prompt file, a languages.yaml entry.
+def test_a_fifteenth_language_needs_only_data(catalog_dir: Path) -> None:
+    # Malay: a column per options file, a prompt file, a languages.yaml entry.
     for path in (catalog_dir / "options").glob("*.csv"):
         with path.open(encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
         with path.open("w", encoding="utf-8", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=[*rows[0].keys(), "es"], lineterminator="\n")
+            w = csv.DictWriter(fh, fieldnames=[*rows[0].keys(), "ms"], lineterminator="\n")
             w.writeheader()
-            w.writerows({**r, "es": r["en"] + " (es)"} for r in rows)
+            w.writerows({**r, "ms": r["en"] + " (ms)"} for r in rows)
     with (catalog_dir / "languages.yaml").open("a", encoding="utf-8") as fh:
-        fh.write("es: [MX]\n")
+        fh.write("ms: [MY]\n")
     # Without the prompt file the catalog is invalid, and says what is missing.
-    assert "missing prompts for language 'es'" in "\n".join(
+    assert "missing prompts for language 'ms'" in "\n".join(
         map(str, read_catalog(catalog_dir)[1]))
     text = (catalog_dir / "prompts" / "en.yaml").read_text(encoding="utf-8")
-    (catalog_dir / "prompts" / "es.yaml").write_text(
-        text.replace("language: en", "language: es"), encoding="utf-8")
-    # A local country needs 3 options in every scenario: MX has 2 universities.
+    (catalog_dir / "prompts" / "ms.yaml").write_text(
+        text.replace("language: en", "language: ms"), encoding="utf-8")
+    # A local country needs 3 options in every scenario: MY has no city to relocate to
+    # and 2 to travel to.
     assert [p.message for p in read_catalog(catalog_dir)[1]] == [
-        "country MX (local to 'es' in languages.yaml) has 2 option(s) in university, fewer "
+        "country MY (local to 'ms' in languages.yaml) has 0 option(s) in relocation, fewer "
+        "than 3",
+        "country MY (local to 'ms' in languages.yaml) has 2 option(s) in travel, fewer "
         "than 3"]
     lang_file = catalog_dir / "languages.yaml"
-    lang_file.write_text(lang_file.read_text(encoding="utf-8").replace("es: [MX]", "es: []"),
+    lang_file.write_text(lang_file.read_text(encoding="utf-8").replace("ms: [MY]", "ms: []"),
                          encoding="utf-8")
     cat = load_catalog(catalog_dir)
-    assert "es" in cat.languages and cat.local_language("MX") is None
+    assert "ms" in cat.languages and cat.local_language("MY") is None
     # ...and validated the same way as the others.
     edit_csv(catalog_dir / "options" / "travel.csv", _first_option(catalog_dir, "travel", "JP"),
-             "es", "")
-    assert "[es]: option" in "\n".join(map(str, read_catalog(catalog_dir)[1]))
+             "ms", "")
+    assert "[ms]: option" in "\n".join(map(str, read_catalog(catalog_dir)[1]))
 
 
 def test_catalog_version_is_a_content_hash(catalog_dir: Path, shipped_catalog: Catalog) -> None:

@@ -1,6 +1,6 @@
-"""A language is data: the catalogue with the staged languages merged (probes/i18n/merge.py:
-es, pt, ar, hi, id, it, tr, ru, their local countries and those countries' options, in the
-option_id format that frees `id` for Indonesian) validates with 14 languages; its rules
+"""A language is data: the shipped catalogue (since 0.4 es, pt, ar, hi, id, it, tr, ru, their
+local countries and those countries' options, in the option_id format that frees `id` for
+Indonesian) validates with 14 languages; its rules
 catch a Latin placeholder in ar/hi/ru, a missing name and a local country with fewer than 3
 options; a run in all 14 languages recovers an injected bias in each new local country's
 MD; and the report renders every script in a real browser."""
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -25,25 +24,13 @@ from monitor.store import Store
 from tests.support.helpers import DirectSimClient, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGED = ROOT / "probes" / "i18n"
 ALL = ("en", "ja", "zh", "fr", "de", "ko", "es", "pt", "ar", "hi", "id", "it", "tr", "ru")
 BIASED = {"MX": 2.0, "BR": 2.0, "SA": 2.0, "IN": 2.0, "IT": 2.0, "TR": 2.0}
 
 
-def _merge(catalog_dir: Path) -> Path:
-    spec = importlib.util.spec_from_file_location("staged_merge", STAGED / "merge.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.merge(catalog_dir, STAGED)
-    return catalog_dir
-
-
 @pytest.fixture(scope="module")
-def fourteen(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("fourteen") / "probes"
-    shutil.copytree(ROOT / "probes", root, ignore=shutil.ignore_patterns("__pycache__", "i18n"))
-    return _merge(root)
+def fourteen() -> Path:
+    return ROOT / "probes"
 
 
 def _rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -61,7 +48,7 @@ def _write(path: Path, header: list[str], rows: list[dict[str, str]]) -> None:
 
 def _copy(fourteen: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "probes"
-    shutil.copytree(fourteen, dst)
+    shutil.copytree(fourteen, dst, ignore=shutil.ignore_patterns("__pycache__", "i18n"))
     return dst
 
 
@@ -158,6 +145,9 @@ def test_a_run_in_all_fourteen_languages_recovers_each_new_countrys_bias(
         assert row.language == run14["catalog"].local_language(country)
     # An unbiased new local country stays near 0: its CI holds 0.
     assert pooled["ES"].ci_lower <= 0 <= pooled["ES"].ci_upper
+    # The run asked monitored triplets only: each unit holds three countries whose
+    # languages were asked, so it counts in three cells.
+    assert sum(r.n for r in pooled.values()) == 600 * 3
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ from tests.test_exporter import filled_state
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "dashboards" / "grafana" / "bias-monitor.json"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-FILTER_VARS = ("endpoint", "scenario", "country")
+FILTER_VARS = ("endpoint", "scenario", "country", "language")
 
 # The contract's metrics as Prometheus stores them (counters with _total, the histogram
 # through its buckets); each must be queried by some panel.

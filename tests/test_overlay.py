@@ -206,7 +206,7 @@ def test_an_overlay_may_cover_fewer_languages_and_is_asked_only_in_those(
     overlay = make_overlay(tmp_path / "extra")
     path = overlay / "options" / f"{NAME}.csv"
     rows = list(csv.DictReader(path.open(encoding="utf-8")))
-    keep = ["id", "country", "en", "ja", "zh"]
+    keep = ["option_id", "country", "en", "ja", "zh"]
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, keep, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
@@ -229,7 +229,7 @@ def test_an_overlay_may_cover_fewer_languages_and_is_asked_only_in_those(
     assert run["status_counts"]["ok"] == 18
     # Without en the pairs have no English-speaking side: one clear line.
     with path.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.DictWriter(fh, ["id", "country", "ja", "zh"], extrasaction="ignore",
+        writer = csv.DictWriter(fh, ["option_id", "country", "ja", "zh"], extrasaction="ignore",
                                 lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)

@@ -82,3 +82,55 @@ def test_bad_arguments_are_rejected(shipped_catalog: Catalog) -> None:
     with pytest.raises(ValueError, match="unknown variant"):
         Sampler(shipped_catalog, scenarios=SCENARIOS, variants=["pirate"], seed=0,
                 triplets_per_run=5)
+
+
+SIX = ["en", "ja", "zh", "fr", "de", "ko"]
+
+
+def _cell_shares(cat: Catalog, specs: list, languages: list[str]) -> dict[str, float]:
+    cells = Counter(c for x in specs for c in {cat.option(x.triplet.scenario, o).country
+                                                for o in x.triplet.option_ids})
+    return {c: cells[c] / len(specs) for c in cat.monitored(languages)}
+
+
+def test_a_run_asks_only_triplets_of_three_monitored_countries(shipped_catalog: Catalog) -> None:
+    s = Sampler(shipped_catalog, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0,
+                triplets_per_run=200, languages=SIX)
+    monitored = shipped_catalog.monitored(SIX)
+    assert monitored == {"US", "GB", "CA", "AU", "JP", "CN", "FR", "DE", "KR"}
+    every = [t for name in SCENARIOS for t in shipped_catalog.scenarios[name].triplets()]
+    assert s.population < len(every) / 10  # MX, BR, IT... options are nobody's here
+    specs = [x for r in range(3) for x in s.sample(r)]
+    for x in specs:
+        countries = {shipped_catalog.option(x.triplet.scenario, o).country
+                     for o in x.triplet.option_ids}
+        assert len(countries) == 3 and countries <= monitored, x.triplet
+    # Every unit feeds three cells, so no cell is starved: each holds 27-42% of a run
+    # (of every triplet, the non-English cells would hold 8-10%).
+    shares = _cell_shares(shipped_catalog, specs, SIX)
+    assert min(shares.values()) > 0.27 and max(shares.values()) < 0.45, shares
+    uniform = Sampler(shipped_catalog, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0,
+                      triplets_per_run=600)
+    assert min(_cell_shares(shipped_catalog, uniform.sample(0), SIX).values()) < 0.12
+    # Still one full cycle over that population, every triplet once.
+    draws = {s.spec_at(g).triplet for g in range(s.population)}
+    assert len(draws) == s.population
+
+
+def test_the_languages_asked_choose_the_population(shipped_catalog: Catalog) -> None:
+    def sampler(langs: list[str]) -> Sampler:
+        return Sampler(shipped_catalog, scenarios=SCENARIOS, variants=["plain"], seed=0,
+                       triplets_per_run=300, languages=langs)
+
+    spanish = sampler(["en", "es"])
+    for x in spanish.sample(0):
+        countries = {shipped_catalog.option(x.triplet.scenario, o).country
+                     for o in x.triplet.option_ids}
+        assert countries <= {"US", "GB", "CA", "AU", "ES", "MX", "AR", "CO", "CL"}
+    assert sampler(["en", "es"]).sample(4) == spanish.sample(4)  # reproducible
+    assert [x.triplet for x in sampler(SIX).sample(0)] != [x.triplet for x in spanish.sample(0)]
+    # A language that is nobody's local one adds no country: en alone cannot fill three
+    # different countries' slots with a non-English one, so every triplet is kept.
+    alone = sampler(["en"])
+    every = sum(1 for name in SCENARIOS for _ in shipped_catalog.scenarios[name].triplets())
+    assert alone.population == every

@@ -168,7 +168,7 @@ def simulate_run(catalog: Catalog, bias: float, seed: int,
                  triplets: int = 40) -> list[dict[str, Any]]:
     """One run of the simulated endpoint, without HTTP: sample, ask, parse."""
     sampler = Sampler(catalog, scenarios=sorted(catalog.scenarios), variants=list(VARIANTS),
-                      seed=seed, triplets_per_run=triplets)
+                      seed=seed, triplets_per_run=triplets, languages=LANGS)
     params = SimParams(bias_points=bias, noise_sd=1.0, seed=seed)  # every local country
     rows = []
     for spec in sampler.sample(0):

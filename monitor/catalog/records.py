@@ -7,7 +7,7 @@ Frozen dataclasses (and pydantic models for the prompt files, whose schema
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,6 +122,18 @@ class Scenario:
                     self.name, target, pair.pair_id, (target, pair.english_id, pair.non_english_id)
                 )
 
+    def monitored_triplets(self, monitored: Collection[str]) -> list[Triplet]:
+        """The triplets whose three options come from three different `monitored`
+        countries (each unit then feeds three MD cells); every triplet when none does."""
+        wanted = set(monitored)
+        out, every = [], []
+        for t in self.triplets():
+            every.append(t)
+            countries = {self.options[i].country for i in t.option_ids}
+            if len(countries) == 3 and countries <= wanted:
+                out.append(t)
+        return out or every
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -131,6 +143,10 @@ class Catalog:
     scenarios: dict[str, Scenario]
     prompts: dict[str, PromptFile]
     extra: tuple[Path, ...] = ()  # overlay folders merged in (catalog.extra_paths)
+
+    def monitored(self, languages: Iterable[str]) -> frozenset[str]:
+        """The countries whose local language is among `languages`."""
+        return frozenset(c for lang in languages for c in self.languages.get(lang, ()))
 
     def local_language(self, country: str) -> str | None:
         """The language whose local country this is, or None (HK, SG, CH...)."""

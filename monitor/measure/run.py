@@ -171,7 +171,7 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
         store.claim_run(run.run_id, owners.token())
         await asyncio.to_thread(import_spools, store, run.run_id)
     sampler = Sampler(catalog, scenarios=run.scenarios, variants=run.variants, seed=run.seed,
-                      triplets_per_run=run.triplets)
+                      triplets_per_run=run.triplets, languages=run.languages)
     done = store.done_calls(run.run_id)
     todo = [(spec, lang) for spec in sampler.sample(run.run_index) for lang in run.languages
             if (spec.triplet.id, lang) not in done]

@@ -48,7 +48,10 @@ class Cells(NamedTuple):
 
 
 def cell_shares(catalog: Catalog, scenarios: list[str], languages: list[str]) -> Cells:
-    trips = [(s, t) for s in scenarios for t in catalog.scenarios[s].triplets()]
+    # The sampler's population (monitor/measure/sampling.py): the monitored triplets.
+    monitored = catalog.monitored(languages)
+    trips = [(s, t) for s in scenarios
+             for t in catalog.scenarios[s].monitored_triplets(monitored)]
     names = [c for lang in languages for c in catalog.languages.get(lang, ())]
     counts = Counter(c for scen, t in trips for c in {catalog.option(scen, o).country
                                                       for o in t.option_ids})

@@ -375,15 +375,23 @@ def test_an_interrupted_probe_keeps_the_calls_in_flight_and_says_how_to_resume(
     lines: list[str] = []
     with serve(gate) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)])
+        # A child inherits an ignored SIGINT (a test worker may have it ignored): as at a
+        # terminal, it starts with SIGINT at its default, so Ctrl-C reaches the product.
         proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "probe", "--once",
-                                 "--config", str(cfg)], stderr=subprocess.PIPE, text=True)
+                                 "--config", str(cfg)], stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),
                                   daemon=True)  # type: ignore[union-attr]
         reader.start()
         try:
             wait_until(lambda: len(server.requests) >= 6, 120)  # 4 answered, 2 held: mid-run
             proc.send_signal(sig)
-            wait_until(lambda: any("stopping: no new call" in ln for ln in lines), 60)
+            try:
+                wait_until(lambda: any("stopping: no new call" in ln for ln in lines), 60)
+            except AssertionError:  # say what the child's signal state was
+                status = Path(f"/proc/{proc.pid}/status").read_text(encoding="utf-8")
+                raise AssertionError("".join(lines)[-2000:] + "".join(
+                    ln + "\n" for ln in status.splitlines() if ln.startswith("Sig"))) from None
             gate.released.set()  # the two calls on the wire end: they are kept
             proc.wait(timeout=60)
             reader.join(timeout=10)
