@@ -173,10 +173,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the latest N complete runs of each endpoint (default 1)")
     bshow = bl_sub.add_parser("show", help="the baseline and its MD per country")
     bshow.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    for p in (bset, bshow):
+    bcal = bl_sub.add_parser(
+        "calibrate", help="one large run that becomes the baseline (resumable)",
+        description="Ask each country cell about --triplets-per-cell triplets in one run "
+        "(capped at every monitored triplet: one rotation cycle) and accept it as the "
+        "baseline when it completes: a precise baseline lets smaller runs page in time "
+        "(docs/plan.md). Says what it asks and costs first; Ctrl-C keeps every answer.")
+    bcal.add_argument("--triplets-per-cell", type=int, default=1000, metavar="N",
+                      help="triplets for the smallest country cell (default 1000)")
+    bcal.add_argument("--max-cost-usd", type=float, default=None, metavar="X",
+                      help="refuse to start above this estimate, stop asking at it")
+    bcal.add_argument("--dry-run", action="store_true", help="say what it would ask; ask nothing")
+    bcal.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted calibration")
+    for p in (bset, bshow, bcal):
         p.add_argument("--config", type=Path, default=None, metavar="PATH")
         p.add_argument("--endpoint", action="append", metavar="NAME")
         p.set_defaults(func=_command("baseline", "baseline_command"))
+    bcal.set_defaults(func=_command("calibrate", "calibrate_command"))
 
     pl = sub.add_parser("plan", help="triplets per run, CUSUM h and cost to detect a shift",
                         description="Size the runs: the triplets per run, CUSUM h and k, calls "
@@ -192,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--false-alarms-per-100", metavar="X",
                     help="tolerated false pages per 100 runs (default 1)")
     pl.add_argument("--within-runs", metavar="N", help="detection delay wanted (default 3)")
+    pl.add_argument("--baseline-triplets", metavar="N",
+                    help="size for a fixed baseline of N triplets, e.g. what `monitor baseline "
+                    "calibrate --dry-run` would ask (default: a baseline the user set, else the "
+                    "automatic one)")
     pl.add_argument("--json", action="store_true", help="one JSON document on stdout")
     pl.set_defaults(func=_command("plan", "plan_command"))
     return ap

@@ -92,7 +92,14 @@ def test_sd_estimated_from_a_real_probe_runs_baseline(
     assert "no baseline" in capsys.readouterr().err
     assert main(["baseline", "set", "--latest", "1", "--config", str(cfg)]) == 0
     capsys.readouterr()
-    (p,) = _plan(cfg, capsys, "--delta", "0.5")["plans"]
+    # A baseline the user set stays until replaced: one run of 40 triplets carries an
+    # error every later run shares, too large for the target at any run size.
+    (small,) = _plan(cfg, capsys, "--delta", "0.5")["plans"]
+    assert small["reachable"] is False and small["baseline_triplets"] == 40
+    assert small["baseline_model"] == "the stored baseline, set by the user"
+    assert main(["plan", "--config", str(cfg), "--delta", "0.5"]) == 0
+    assert "`monitor baseline calibrate` sets a larger one" in capsys.readouterr().out
+    (p,) = _plan(cfg, capsys, "--delta", "0.5", "--baseline-triplets", "2000")["plans"]
     assert p["sd_source"].startswith("baseline (1 runs, 40 triplets)")
     # noise_sd 1 on integer scores: sd of d = sqrt(5/6 * (1 + 1/12)) ~ 0.95 per option.
     assert 0.6 < p["sd"] < 1.3
@@ -100,7 +107,8 @@ def test_sd_estimated_from_a_real_probe_runs_baseline(
     assert p["cost_per_day_usd"] > 0 and "cost_per_1k_tokens" in p["cost_note"]
     assert p["calls_per_day"] == p["triplets_per_run"] * 6
     # The same plan with that sd given by hand: identical (seeded, deterministic).
-    (q,) = _plan(cfg, capsys, "--delta", "0.5", "--sd", str(p["sd"]))["plans"]
+    (q,) = _plan(cfg, capsys, "--delta", "0.5", "--sd", str(p["sd"]),
+                 "--baseline-triplets", "2000")["plans"]
     assert q["triplets_per_run"] == p["triplets_per_run"] and q["cusum"] == p["cusum"]
 
 

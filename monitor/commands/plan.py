@@ -13,7 +13,7 @@ from monitor.stats import md_of
 from monitor.store import Store
 from monitor.watch.plan import POWER, cell_shares, evaluate, make_plan, one_shot_n, sd_from_md
 
-__all__ = ["plan_command"]
+__all__ = ["cost_per_call", "plan_command"]
 
 
 def _number(text: str | None, flag: str, default: float, *, whole: bool = False) -> float:
@@ -38,6 +38,16 @@ def _runs_per_day(settings: Any, source: Any) -> float:
     return 86400 / period_seconds(make_trigger(settings, source))
 
 
+def _fixed_baseline(store: Store | None, endpoint: str) -> int | None:
+    """Triplets of a baseline the user set (`baseline set` / `calibrate`): it stays until
+    replaced, so later runs are compared with exactly it. An automatic one is re-collected
+    at the planned run size, so it is modelled by the auto rule instead."""
+    base = store.baseline(endpoint) if store is not None else None
+    if store is None or base is None or base.auto:
+        return None
+    return sum(r.triplets for r in (store.get_run(x) for x in base.run_ids) if r is not None)
+
+
 def _stored(store: Store | None, endpoint: str, catalog: Catalog,
             sd_arg: float | None) -> tuple[float, str, dict[str, float | None]]:
     """sd from the endpoint's baseline runs, and the mean tokens / cost of its ok calls."""
@@ -60,7 +70,7 @@ def _stored(store: Store | None, endpoint: str, catalog: Catalog,
     return sd, f"baseline ({len(runs)} runs, {sum(r.triplets for r in runs)} triplets)", usage
 
 
-def _cost(ep: Any, usage: dict[str, float | None]) -> tuple[float | None, str]:
+def cost_per_call(ep: Any, usage: dict[str, float | None]) -> tuple[float | None, str]:
     """USD per call: configured prices x mean stored tokens, else the stored cost."""
     price, tin, tout = ep.cost_per_1k_tokens, usage["input_tokens"], usage["output_tokens"]
     if price.input is not None and tin is not None:
@@ -85,6 +95,8 @@ def plan_command(args: Any) -> int:
     delta = _number(args.delta, "--delta", t.drift_md_points)
     fa = _number(args.false_alarms_per_100, "--false-alarms-per-100", 1.0)
     within = int(_number(args.within_runs, "--within-runs", 3, whole=True))
+    base_arg = (int(_number(args.baseline_triplets, "--baseline-triplets", 1, whole=True))
+                if args.baseline_triplets is not None else None)
     endpoints = [settings.endpoint(n) for n in args.endpoint or [e.name for e in
                                                                    settings.endpoints]]
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
@@ -96,21 +108,28 @@ def plan_command(args: Any) -> int:
     out = []
     for ep in endpoints:
         sd, sd_source, usage = _stored(store, ep.name, catalog, sd_arg)
+        fixed = base_arg if base_arg is not None else _fixed_baseline(store, ep.name)
         # k is half the design shift (statistics.md): the plan designs for --delta.
         p = make_plan(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
-                      auto_min_triplets=auto)
+                      auto_min_triplets=auto, baseline_triplets=fixed)
         _, fa_now, p_now = evaluate(s.triplets_per_run, cells, sd, delta, math.inf, within,
-                                    t.drift_md_points, mrf, auto, hs=np.array([t.cusum_h]))
+                                    t.drift_md_points, mrf, auto, hs=np.array([t.cusum_h]),
+                                    baseline_triplets=fixed)
         calls = round((p["triplets_per_run"] or 0) * len(s.languages) * per_day)
-        per_call, note = _cost(ep, usage)
+        per_call, note = cost_per_call(ep, usage)
         tokens = (None if usage["input_tokens"] is None
                   else usage["input_tokens"] + (usage["output_tokens"] or 0.0))
         out.append({
             "endpoint": ep.name, "sd": round(sd, 4), "sd_source": sd_source, "delta": delta,
             "false_alarms_per_100_target": fa, "within_runs": within, "power": POWER, **p,
+            "baseline_model": ("--baseline-triplets" if base_arg is not None else
+                               "the stored baseline, set by the user" if fixed is not None
+                               else "automatic"),
+            "baseline_triplets": fixed,
             "current": {"triplets_per_run": s.triplets_per_run, "h": t.cusum_h,
                         "drift_md_points": t.drift_md_points,
-                        "false_alarms_per_100": fa_now, "p_detect": p_now},
+                        "false_alarms_per_100": None if fa_now is None else round(fa_now, 4),
+                        "p_detect": None if p_now is None else round(p_now, 3)},
             "languages": len(s.languages), "runs_per_day": round(per_day, 3),
             "calls_per_day": calls if p["reachable"] else None,
             "mean_tokens_per_call": None if tokens is None else round(tokens, 1),
@@ -135,12 +154,17 @@ def _text(r: dict[str, Any]) -> str:
         f"{k} {v:g}" for k, v in r["triplets_per_cell"].items()) + f" (smallest: "
         f"{r['smallest_cell']})", f"  CUSUM: h = {c['h']:g} nats, gain at the shift "
         f"{c['gain_min']:g}..{c['gain_max']:g} nats/run (thresholds.drift_md_points = "
-        f"{c['drift_md_points']:g}), baseline "
-        f"{c['baseline_runs']} runs: {e['false_alarms_per_100']:g} false pages per 100 runs, "
+        f"{c['drift_md_points']:g}), baseline {c['baseline_triplets']} triplets "
+        f"({r['baseline_model']}): {e['false_alarms_per_100']:g} false pages per 100 runs, "
         f"p(detect) = {e['p_detect']:g}", f"  calls per day: {r['calls_per_day']} "
         f"({r['triplets_per_run']} x {r['languages']} languages x {r['runs_per_day']:g} "
         f"runs/day)", f"  cost per day: {cost}"] if r["reachable"] else [
-        "  not reachable: no run size meets both (catalog size; docs/plan.md)"]
+        "  not reachable: no run size meets both (catalog size; docs/plan.md)" + (
+            "" if r["baseline_triplets"] is None else
+            f"; the fixed baseline of {r['baseline_triplets']} triplets "
+            f"({r['baseline_model']}) may be too small: its error is shared by every run. "
+            "`monitor baseline calibrate` sets a larger one; `--baseline-triplets N` plans "
+            "for it")]
     if now["drift_md_points"] != r["delta"]:
         lines.append(f"  note: the config has thresholds.drift_md_points = "
                      f"{now['drift_md_points']:g}; set it to {r['delta']:g} for this plan")

@@ -37,7 +37,7 @@ from monitor.measure.progress import Progress
 from monitor.measure.run import RunOptions, RunResult, run_endpoint
 from monitor.store import RunSummary, Store
 
-__all__ = ["probe_command", "resume_hint"]
+__all__ = ["probe_command", "resume_hint", "terminable"]
 
 log = logging.getLogger("monitor.commands.probe")
 T = TypeVar("T")
@@ -62,7 +62,7 @@ def resume_hint(run_id: str, config_path: Path) -> str:
     return f"monitor probe --once --resume {shlex.quote(run_id)}{config}"
 
 
-async def _terminable(coro: Coroutine[Any, Any, T]) -> T:
+async def terminable(coro: Coroutine[Any, Any, T]) -> T:
     """Run `coro`; SIGTERM cancels it the way Ctrl-C interrupts it (run stored as interrupted)."""
     task = asyncio.ensure_future(coro)
     loop = asyncio.get_running_loop()
@@ -108,7 +108,7 @@ def probe_command(args: argparse.Namespace) -> int:
         for endpoint in endpoints:
             progress = Progress(label=f"[{endpoint.name}] ")
             try:
-                results.append(asyncio.run(_terminable(run_endpoint(
+                results.append(asyncio.run(terminable(run_endpoint(
                     settings, catalog, store, endpoint, opts, progress))))
             except (KeyboardInterrupt, asyncio.CancelledError) as exc:
                 term = isinstance(exc, asyncio.CancelledError)

@@ -66,10 +66,13 @@ def sd_from_md(md: Sequence[MDRow]) -> float:
         dof > 0) else math.nan
 
 
-def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, base_runs: int,
+def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, base_runs: float,
              drift_points: float, min_runs_firing: int, runs: int = RUNS, reps: int = REPS,
              shift_at: int = 0, seed: int = SEED) -> np.ndarray:
-    """FIRING entries, shape (h, rep, run, cell): the daemon's detector on normal data."""
+    """FIRING entries, shape (h, rep, run, cell): the daemon's detector on normal data.
+
+    The baseline holds `base_runs` times a run's triplets (a fraction for a
+    calibration baseline is fine: only the product matters)."""
     rng = np.random.default_rng(seed)
     n = np.asarray(n_cell, float)[None, :]
     nb, shape = n * base_runs, (reps, n.shape[1])
@@ -95,10 +98,12 @@ def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, bas
 
 def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float,
              within: int, drift_points: float, min_runs_firing: int, auto: int | None,
-             hs: np.ndarray = H_GRID) -> tuple[float | None, float | None, float | None]:
-    """(h, false pages per 100 runs at h, P(detect delta) in the worst cell) at size n_run."""
+             hs: np.ndarray = H_GRID, baseline_triplets: int | None = None,
+             ) -> tuple[float | None, float | None, float | None]:
+    """(h, false pages per 100 runs at h, P(detect delta) in the worst cell) at size n_run,
+    against a baseline of `baseline_triplets` (None: the daemon's automatic baseline)."""
     n = np.array([max(1, round(n_run * s)) for s in cells.shares])
-    base_runs = _base_runs(n_run, auto)
+    base_runs = _base_runs(n_run, auto, baseline_triplets)
     fire = simulate(n, sd, shift=0.0, hs=hs, base_runs=base_runs, drift_points=drift_points,
                     min_runs_firing=min_runs_firing)
     fa = fire.sum(axis=(2, 3)).mean(axis=1) / RUNS * 100  # per h
@@ -117,7 +122,8 @@ def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float
 
 def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: int, *,
               drift_points: float, min_runs_firing: int,
-              auto_min_triplets: int | None) -> dict[str, Any]:
+              auto_min_triplets: int | None,
+              baseline_triplets: int | None = None) -> dict[str, Any]:
     """The smallest triplets per run on N_GRID (capped at the population) meeting both;
     the gain per run at the design shift is reported as its range over the cells."""
     if not math.isfinite(sd) or sd <= 0:
@@ -131,7 +137,8 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
     while lo <= hi:  # detection grows with the run size: bisect the grid
         mid = (lo + hi) // 2
         h, fa, p = evaluate(grid[mid], cells, sd, delta, fa_target, within, drift_points,
-                            min_runs_firing, auto_min_triplets)
+                            min_runs_firing, auto_min_triplets,
+                            baseline_triplets=baseline_triplets)
         if p is not None and p >= POWER:
             best, hi = (grid[mid], h or 0.0, fa or 0.0, p), mid - 1
         else:
@@ -140,7 +147,7 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
         return {"reachable": False, "triplets_per_run": None, "triplets_per_cell": {},
                 "smallest_cell": None, "cusum": None, "expected": None}
     n_run, h, fa, p = best
-    b = _base_runs(n_run, auto_min_triplets)
+    b = _base_runs(n_run, auto_min_triplets, baseline_triplets)
     n = [max(1, round(n_run * s)) for s in cells.shares]
     gains = [_gain(drift_points, sd, c, b) for c in n]
     return {"reachable": True, "triplets_per_run": n_run,
@@ -148,18 +155,24 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
             "smallest_cell": cells.names[n.index(min(n))],
             "cusum": {"h": h, "gain_min": round(min(gains), 2),
                       "gain_max": round(max(gains), 2), "drift_md_points": drift_points,
-                      "baseline_runs": b},
+                      "baseline_runs": round(b, 2),
+                      "baseline_triplets": round(b * n_run)},
             "expected": {"false_alarms_per_100": fa, "p_detect": round(p, 3)}}
 
 
-def _gain(drift_points: float, sd: float, n_cell: float, base_runs: int) -> float:
+def _gain(drift_points: float, sd: float, n_cell: float, base_runs: float) -> float:
     """The evidence (nats) a run adds on average once the design shift is there,
     delta^2 / 2v: h / gain runs to an alarm."""
     v = float(variance(sd / math.sqrt(n_cell * base_runs), n_cell * base_runs, n_cell))
     return drift_points**2 / (2 * v)
 
 
-def _base_runs(n_run: int, auto_min_triplets: int | None) -> int:
+def _base_runs(n_run: int, auto_min_triplets: int | None,
+               baseline_triplets: int | None = None) -> float:
+    """The baseline's size in runs of n_run: a fixed (calibration) baseline's triplets, or
+    what the daemon's automatic baseline collects."""
+    if baseline_triplets:
+        return baseline_triplets / n_run
     return (max(1, math.ceil(auto_min_triplets / n_run)) if auto_min_triplets
             else AUTO_BASELINE_RUNS)
 

@@ -1,0 +1,177 @@
+"""`monitor baseline calibrate`: one large run that becomes the endpoint's baseline.
+
+A baseline of many small runs carries an error that every later run shares (the
+detector compares each run with the baseline's mean), which forces a higher h or
+more calls per run. A calibration run asks each country cell about
+--triplets-per-cell triplets at once (capped at the monitored population: one full
+rotation cycle), is stored like any run, and is accepted as the baseline when it
+completes. It says what it will ask and what that costs before the first call
+(--dry-run stops there), refuses to start when the estimate exceeds --max-cost-usd,
+shows progress, and is resumable: Ctrl-C / SIGTERM keep every answer and print the
+command that resumes it (`--resume RUN_ID`), after which it becomes the baseline.
+
+Exit codes as `monitor probe --once`: 0 the baseline is set (or --dry-run); 2 usage;
+3 the run produced no results, or stopped early at --max-cost-usd (kept, not
+accepted); 4 storage; 130 / 143 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import shlex
+import sys
+from pathlib import Path
+
+from monitor.catalog import load_catalog
+from monitor.commands.plan import cost_per_call
+from monitor.commands.probe import terminable
+from monitor.config import Endpoint, Settings, demo_config_path, load_settings
+from monitor.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_NO_RESULTS,
+    EXIT_TERMINATED,
+    StoreError,
+    UsageError,
+)
+from monitor.measure.progress import Progress
+from monitor.measure.run import RunOptions, RunResult, run_endpoint
+from monitor.store import Store
+from monitor.vocab import POOLED, RunStatus
+from monitor.watch.plan import Cells, cell_shares, sd_from_md
+
+__all__ = ["DEFAULT_TRIPLETS_PER_CELL", "calibrate_command", "calibration_size"]
+
+DEFAULT_TRIPLETS_PER_CELL = 1000
+
+
+def calibration_size(cells: Cells, per_cell: int) -> int:
+    """Triplets that give the smallest cell `per_cell`, capped at the population."""
+    smallest = min((s for s in cells.shares if s > 0), default=0.0)
+    if smallest <= 0:
+        return cells.population
+    return min(cells.population, math.ceil(per_cell / smallest))
+
+
+def _hint(run_id: str, config_path: Path) -> str:
+    config = ("" if config_path == demo_config_path()
+              else f" --config {shlex.quote(str(config_path))}")
+    return f"monitor baseline calibrate --resume {shlex.quote(run_id)}{config}"
+
+
+def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: int,
+              cells: Cells, per_cell: int, max_cost: float | None) -> None:
+    langs = settings.sampling.languages
+    calls = triplets * len(langs)
+    per = {name: round(triplets * share) for name, share in zip(cells.names, cells.shares,
+                                                                strict=True)}
+    low = min(per, key=lambda c: per[c]) if per else "-"
+    high = max(per, key=lambda c: per[c]) if per else "-"
+    whole = (" (every monitored triplet: one full rotation cycle)"
+             if triplets == cells.population else "")
+    use = store.usage(endpoint.name)
+    per_call, note = cost_per_call(endpoint, {
+        "input_tokens": use.mean_input_tokens if use else None,
+        "output_tokens": use.mean_output_tokens if use else None,
+        "cost_usd": use.mean_cost_usd if use else None})
+    if per_call is not None:
+        cost = f"about ${calls * per_call:.2f} ({note})"
+    elif endpoint.simulated and endpoint.cost_per_1k_tokens.input is None:
+        cost = "$0 (simulated, no prices set)"
+    else:  # nothing to price it by yet: the run itself still stops at --max-cost-usd
+        cost = note + ("; --max-cost-usd stops the run when it is reached"
+                       if max_cost is not None else "")
+    short = ("" if per.get(low, 0) >= per_cell else
+             f" (fewer than the {per_cell} asked for: the catalogue has no more)")
+    # The rpm ceiling, not the model, usually sets how long it takes.
+    minutes = calls / endpoint.rpm
+    print(f"calibration of {endpoint.name}: {triplets} triplets{whole} x {len(langs)} "
+          f"languages = {calls} calls; per country cell about {per.get(low, 0)} ({low}) to "
+          f"{per.get(high, 0)} ({high}) triplets{short}; at most {endpoint.rpm} calls/min: "
+          f"{f'at least {minutes:.0f} min' if minutes >= 1 else 'under a minute'}; "
+          f"cost: {cost}", file=sys.stderr)
+    if max_cost is not None and per_call is not None and calls * per_call > max_cost:
+        raise UsageError(f"endpoint {endpoint.name}: the calibration would cost about "
+                         f"${calls * per_call:.2f}, over --max-cost-usd {max_cost:g}; lower "
+                         "--triplets-per-cell or raise --max-cost-usd")
+
+
+def _accept(store: Store, result: RunResult) -> None:
+    run = result.run
+    # The model id the endpoint reported for the run (None when it reported none).
+    model = store.run_model_ids([run.run_id]).get(run.run_id)
+    store.set_baseline(run.endpoint, [run.run_id], run.catalog_version, model,
+                       auto=False, setup=run.setup)
+    sd = sd_from_md(result.md)
+    print(f"baseline of {run.endpoint}: calibration run {run.run_id}, {run.triplets} "
+          f"triplets, model {model or run.model}; sd of the paired differences "
+          + (f"{sd:.3f}" if math.isfinite(sd) else "n/a"))
+    print("  country  MD [95% CI] n   DiD: MD net of the language's leniency [95% CI]")
+
+    def ci(lo: float, hi: float) -> str:
+        return "[   n/a   ]" if not math.isfinite(lo) else f"[{lo:+.2f}, {hi:+.2f}]"
+
+    for r in result.md:
+        if r.scenario == POOLED:
+            print(f"  {r.country} ({r.language})  {r.md:+.2f} {ci(r.ci_lower, r.ci_upper)} "
+                  f"n={r.n}   {r.did:+.2f} {ci(r.did_ci_lower, r.did_ci_upper)}")
+    print("  persistence of triplet x language effects: not measured (it needs re-asked "
+          "prompts); `monitor plan` now sizes the runs against this baseline")
+
+
+def calibrate_command(args: argparse.Namespace) -> int:
+    settings, config_path = load_settings(args.config)
+    catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
+    per_cell = args.triplets_per_cell
+    if per_cell < 1:
+        raise UsageError(f"--triplets-per-cell {per_cell}: must be a positive number")
+    max_cost = args.max_cost_usd
+    if max_cost is not None and not max_cost > 0:
+        raise UsageError(f"--max-cost-usd {max_cost}: must be a positive amount")
+    with Store(settings.storage.path) as store:
+        if args.resume:
+            run = store.get_run(args.resume)
+            if run is None:
+                raise UsageError(f"--resume {args.resume}: no such run in {store.path}")
+            endpoints = [settings.endpoint(run.endpoint)]
+        else:
+            endpoints = [settings.endpoint(n) for n in args.endpoint or
+                         [e.name for e in settings.endpoints]]
+        settings.require_keys(endpoints, config_path)
+        s = settings.sampling
+        cells = cell_shares(catalog, s.scenarios, s.languages)
+        triplets = calibration_size(cells, per_cell)
+        for endpoint in endpoints:
+            if not args.resume:
+                _announce(endpoint, settings, store, triplets, cells, per_cell, max_cost)
+            if args.dry_run:
+                continue
+            opts = RunOptions(triplets=triplets, resume=args.resume, max_cost_usd=max_cost)
+            try:
+                result = asyncio.run(terminable(run_endpoint(
+                    settings, catalog, store, endpoint, opts,
+                    Progress(label=f"[{endpoint.name}] "))))
+            except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+                term = isinstance(exc, asyncio.CancelledError)
+                run_id = args.resume
+                if run_id is None:
+                    with contextlib.suppress(StoreError):
+                        stopped = [r for r in store.runs(endpoint.name)
+                                   if r.status == RunStatus.INTERRUPTED]
+                        run_id = stopped[-1].run_id if stopped else None
+                hint = f" Resume with: {_hint(run_id, config_path)}" if run_id else ""
+                print(f"\nmonitor: calibration {'terminated (SIGTERM)' if term else 'interrupted'}"
+                      f"; answers so far are stored in {settings.storage.path}.{hint}",
+                      file=sys.stderr)
+                return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+            if result.run.status != RunStatus.COMPLETE:
+                why = ("stopped early at --max-cost-usd" if result.run.status ==
+                       RunStatus.PARTIAL else result.run.reason or result.run.status)
+                print(f"monitor: error: calibration run {result.run.run_id} of "
+                      f"{endpoint.name} did not complete ({why}); its answers are stored, the "
+                      "baseline is unchanged", file=sys.stderr)
+                return EXIT_NO_RESULTS
+            _accept(store, result)
+    return 0
