@@ -27,6 +27,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from monitor.measure.statements import (
     AFTER_NAME,
@@ -109,17 +110,32 @@ class Options:
         self.names = sorted(pairs, key=lambda p: -len(p[0]))
         self.all_names = sorted([*pairs, *extra], key=lambda p: -len(p[0]))
         self.name_label = dict(self.all_names)
+        self._label_alts = "|".join(
+            re.escape(f) for f in sorted(self.by_fold, key=len, reverse=True) if f)
+
+    # The patterns are compiled when first used: a JSON answer (most of them) needs only
+    # the labels', and the names' alternation (every name in every catalogue language
+    # and its short forms) costs milliseconds to compile for each prompt.
+    @cached_property
+    def list_re(self) -> re.Pattern[str]:
+        """"Singapore 8," / "Tokyo: 6/10;" / "**TUM 8**": one item of a score list."""
         names_alt = "|".join(re.escape(n) for n, _ in self.all_names)
-        # "Singapore 8," / "Tokyo: 6/10;" / "**TUM 8**": one item of a score list
-        self.list_re = re.compile(
+        return re.compile(
             rf"(?<![\w])({names_alt or '(?!)'})(?![\w]) ?[:：]? ?(?:\*\*)?({NUM})(?:/ ?10)?"
             rf"(?:\*\*)?(?=[,;.，、。]| (?:and|und|et|i|와|과|和) |$)")
-        alts = "|".join(re.escape(f) for f in sorted(self.by_fold, key=len, reverse=True) if f)
-        alts = alts or "(?!)"  # labels that fold to nothing are found by name only
-        # No letter (of any script: "Bâle") may continue the label: "a ..." is an article.
-        self.label_re = re.compile(rf"(?:{OPTION_WORD})?({alts})(?!\w)[.)]?")
+
+    @cached_property
+    def label_re(self) -> re.Pattern[str]:
+        # Labels that fold to nothing are found by name only. No letter (of any script:
+        # "Bâle") may continue the label: "a ..." is an article.
+        alts = self._label_alts or "(?!)"
+        return re.compile(rf"(?:{OPTION_WORD})?({alts})(?!\w)[.)]?")
+
+    @cached_property
+    def opener_re(self) -> re.Pattern[str]:
         # To open a section a bare label needs a delimiter: "A." "A)" "A:" "A -", not "A bit".
-        self.opener_re = re.compile(
+        alts = self._label_alts or "(?!)"
+        return re.compile(
             rf"(?:{OPTION_WORD}({alts})(?!\w)|({alts})(?: ?[.):|：]| ?[-–—]|\*\*|$))[.)]?")
 
     def key_label(self, key: str) -> str | None:

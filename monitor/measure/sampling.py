@@ -37,6 +37,8 @@ from monitor.catalog import VARIANTS, Catalog, Triplet
 __all__ = ["ProbeSpec", "Sampler"]
 
 _ORDERS: dict[tuple[str, int, tuple[str, ...], tuple[str, ...], int], tuple[Triplet, ...]] = {}
+_STRATA: dict[tuple[str, tuple[str, ...], tuple[str, ...], bool],
+              dict[tuple[str, str], list[Triplet]]] = {}
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,15 @@ class Sampler:
         self.variants = list(variants)
         self.seed = seed
         self.monitored = catalog.monitored(languages) if languages is not None else None
-        self.strata = self._strata()
+        # Each run builds a Sampler: the strata (a pass over every triplet) are made once
+        # per catalogue, scenarios and languages in a process.
+        key = (catalog.version, tuple(self.scenarios), tuple(sorted(self.monitored or ())),
+               self.monitored is None)
+        if key not in _STRATA:
+            if len(_STRATA) >= 8:
+                _STRATA.pop(next(iter(_STRATA)))
+            _STRATA[key] = self._strata()
+        self.strata = _STRATA[key]
         self.population = sum(len(t) for t in self.strata.values())
         if self.population == 0:
             raise ValueError("the selected scenarios have no triplets")
