@@ -47,6 +47,10 @@ CONTRACT_SERIES = (
     "bias_monitor_tokens_total",
     "bias_monitor_cost_usd_total",
     "bias_monitor_weakness_share",
+    "bias_monitor_jsd_shift_bits",
+    "bias_monitor_jsd_shift_ci_lower_bits",
+    "bias_monitor_jsd_shift_ci_upper_bits",
+    "bias_monitor_jsd_shape_changed",
     # exported beyond the contract, shown as health stats
     "bias_monitor_baseline_comparable",
     "bias_monitor_budget_exhausted",

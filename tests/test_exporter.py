@@ -43,6 +43,10 @@ CONTRACT: dict[str, tuple[str, set[str]]] = {
     "bias_monitor_tokens": ("counter", {"endpoint", "direction"}),
     "bias_monitor_cost_usd": ("counter", {"endpoint"}),
     "bias_monitor_weakness_share": ("gauge", {"endpoint", "country", "locality"}),
+    "bias_monitor_jsd_shift_bits": ("gauge", {"endpoint", "language"}),
+    "bias_monitor_jsd_shift_ci_lower_bits": ("gauge", {"endpoint", "language"}),
+    "bias_monitor_jsd_shift_ci_upper_bits": ("gauge", {"endpoint", "language"}),
+    "bias_monitor_jsd_shape_changed": ("gauge", {"endpoint", "language"}),
 }
 A, B = "gpt4o-prod", "claude-prod"
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -79,6 +83,8 @@ def filled_state() -> MetricsState:
     s.drift[(B, "all", "CN")] = -0.25
     s.jsd[(A, "all", "zh")] = 0.0312
     s.jsd[(B, "travel", "ko")] = 0.0
+    s.jsd_shift[(A, "ja")] = (0.0625, 0.03125, 0.09375)
+    s.jsd_changed[(A, "ja")] = 1
     s.alert[(A, "all", "CN")] = 2
     s.alert[(A, "all", "JP")] = 1
     s.alert[(B, "all", "CN")] = 0
@@ -160,6 +166,9 @@ def test_values_round_trip() -> None:
              country="CN") == -0.25
     assert v(t, "bias_monitor_jsd_bits", endpoint=A, scenario="all", language="zh") == 0.0312
     assert v(t, "bias_monitor_jsd_bits", endpoint=B, scenario="travel", language="ko") == 0.0
+    assert v(t, "bias_monitor_jsd_shift_bits", endpoint=A, language="ja") == 0.0625
+    assert v(t, "bias_monitor_jsd_shift_ci_lower_bits", endpoint=A, language="ja") == 0.03125
+    assert v(t, "bias_monitor_jsd_shape_changed", endpoint=A, language="ja") == 1
     assert v(t, "bias_monitor_alert_state", endpoint=A, scenario="all", country="CN") == 2
     assert v(t, "bias_monitor_alert_state", endpoint=A, scenario="all", country="JP") == 1
     assert v(t, "bias_monitor_alert_state", endpoint=B, scenario="all", country="CN") == 0

@@ -66,6 +66,18 @@ class BiasCollector(Collector):
                      CELL, s.drift)
         yield _gauge("jsd_bits", "Excess JSD per language over the permutation null, recent "
                      "runs pooled (bits).", ["endpoint", "scenario", "language"], s.jsd)
+        yield _gauge("jsd_shift_bits", "Excess JSD per language of the latest full rotation "
+                     "cycle minus the baseline's (bits; compared once per cycle).",
+                     ["endpoint", "language"], {k: v[0] for k, v in s.jsd_shift.items()})
+        yield _gauge("jsd_shift_ci_lower_bits", "Lower bound of that change's 95% CI (bits).",
+                     ["endpoint", "language"],
+                     {k: v[1] for k, v in s.jsd_shift.items() if v[1] is not None})
+        yield _gauge("jsd_shift_ci_upper_bits", "Upper bound of that change's 95% CI (bits).",
+                     ["endpoint", "language"],
+                     {k: v[2] for k, v in s.jsd_shift.items() if v[2] is not None})
+        yield _gauge("jsd_shape_changed", "1 if that change's 95% CI lies wholly beyond "
+                     "+-thresholds.jsd_excess_bits, else 0 (informative, never pages).",
+                     ["endpoint", "language"], {k: float(v) for k, v in s.jsd_changed.items()})
         yield _gauge("alert_state", "Alert state per cell: 0 ok, 1 pending, 2 firing.", CELL,
                      {k: float(v) for k, v in s.alert.items()})
         yield _gauge("md_level", "MD level against thresholds.md_points, confirmed over 2 runs: "

@@ -2,7 +2,8 @@
 
 A job checks the daily budget, runs the same `run_endpoint` as
 `monitor probe --once`, then (in a worker thread) compares the run with the
-baseline, stores drift and the recent-runs JSD next to the run's statistics,
+baseline, stores drift, the recent-runs JSD and, once per rotation cycle, each
+language's JSD against the baseline's (monitor.watch.shape) next to the run's statistics,
 refreshes the metrics and tells Slack about alert changes. A failing job is
 logged and counted (bias_monitor_run_failures_total) and the scheduler goes
 on. Cancellation (SIGTERM) interrupts the run cleanly: what arrived is
@@ -31,8 +32,10 @@ from monitor.daemon.slack import SlackNotifier
 from monitor.measure import ChatClient, RunOptions, RunResult, run_endpoint
 from monitor.stats import MDRow, jsd_of
 from monitor.store import StatRow, Store
-from monitor.vocab import RunStatus
+from monitor.vocab import POOLED, RunStatus
 from monitor.watch import Evaluation, evaluate
+from monitor.watch.plan import cell_shares
+from monitor.watch.shape import compare, cycle_runs, due
 
 __all__ = ["Daemon"]
 
@@ -57,6 +60,7 @@ class Daemon:
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
         self._baseline_cache: dict[tuple[str, str], list[MDRow]] = {}
+        self._cycles: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
 
     def count_failure(self, endpoint: str, why: str) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + 1
@@ -151,8 +155,52 @@ class Daemon:
                          j.ci_upper, j.n, j.p_value, extra)
                  for j in jsd_of(self.store, window, result.run.languages, seed=result.run.seed,
                                  n_boot=WINDOW_BOOT)]
+        if ev.comparable:
+            rows += self._shape(endpoint, result)
         self.store.write_stats(result.run.run_id, rows, replace=False)
         return ev
+
+    def _shape(self, endpoint: Endpoint, result: RunResult) -> list[StatRow]:
+        """Once per rotation cycle since the baseline: each language's excess JSD of the
+        cycle's runs against the baseline's (monitor.watch.shape); informative, no page."""
+        run, base = result.run, self.store.baseline(endpoint.name)
+        if base is None or run.run_id in base.run_ids:
+            return []
+        key = (tuple(run.scenarios), tuple(run.languages))
+        if key not in self._cycles:
+            population = cell_shares(self.catalog, run.scenarios, run.languages).population
+            self._cycles[key] = cycle_runs(population, self.settings.sampling.triplets_per_run)
+        cycle = self._cycles[key]
+        since = [r for r in self.store.runs(endpoint.name)
+                 if r.status == RunStatus.COMPLETE and r.catalog_version == base.catalog_version
+                 and r.setup == base.setup and r.run_id not in base.run_ids
+                 and r.started_at > base.set_at and r.languages == run.languages]
+        if not since or since[-1].run_id != run.run_id or not due(len(since), cycle):
+            return []
+        runs = [r.run_id for r in since[-cycle:]]
+        base_runs = [r for r in (self.store.get_run(x) for x in base.run_ids) if r is not None]
+        if any(r.languages != run.languages for r in base_runs):
+            log.info("endpoint %s: the baseline was asked in other languages; the JSD shape "
+                     "is not compared", endpoint.name)
+            return []
+        threshold = self.settings.thresholds.jsd_excess_bits
+        now = jsd_of(self.store, runs, run.languages, seed=run.seed, n_boot=WINDOW_BOOT)
+        then = jsd_of(self.store, base.run_ids, run.languages, seed=base_runs[0].seed,
+                      n_boot=WINDOW_BOOT)
+        out = []
+        for r in compare(now, then, threshold):
+            if r.changed:
+                log.warning("endpoint %s: the JSD of the scores in %s against all languages "
+                            "pooled moved from the baseline's by %+.4f bits [%+.4f, %+.4f] over "
+                            "the last %d runs (thresholds.jsd_excess_bits %g)", endpoint.name,
+                            r.language, r.change_bits, r.ci_lower, r.ci_upper, len(runs),
+                            threshold)
+            extra = json.dumps({"cycle_runs": cycle, "runs": len(runs), "n_base": r.n_base,
+                                "cycle_bits": r.cycle_bits, "base_bits": r.base_bits,
+                                "threshold_bits": threshold, "changed": r.changed})
+            out.append(StatRow("jsd_shift", POOLED, r.language, r.change_bits, r.ci_lower,
+                               r.ci_upper, r.n, None, extra))
+        return out
 
     def _budget(self, endpoint: Endpoint) -> RunOptions | None:
         """The run's options within today's budget; None when it is spent."""

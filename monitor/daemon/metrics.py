@@ -14,6 +14,7 @@ run; the exporter only reads a snapshot.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,6 +34,9 @@ class Snapshot:
         default_factory=dict)
     drift: dict[tuple[str, str, str], float] = field(default_factory=dict)
     jsd: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    jsd_shift: dict[tuple[str, str], tuple[float, float | None, float | None]] = field(
+        default_factory=dict)
+    jsd_changed: dict[tuple[str, str], int] = field(default_factory=dict)
     alert: dict[tuple[str, str, str], int] = field(default_factory=dict)
     level: dict[tuple[str, str, str], int] = field(default_factory=dict)
     last_run_ts: dict[str, float] = field(default_factory=dict)
@@ -77,8 +81,8 @@ class MetricsState:
         with self._lock:
             snap = self._snap
             changes: dict[str, dict[Any, Any]] = {}
-            for name in ("md", "drift", "jsd", "alert", "level", "coverage", "probes", "tokens",
-                         "weakness_share"):
+            for name in ("md", "drift", "jsd", "jsd_shift", "jsd_changed", "alert", "level",
+                         "coverage", "probes", "tokens", "weakness_share"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items()
                                  if k[0] != endpoint}
                 changes[name].update(getattr(new, name))
@@ -116,6 +120,12 @@ def _load(store: Store, ep: str) -> Snapshot:
             snap.comparable[ep] = int(model == base.model_id
                                       and measured.catalog_version == base.catalog_version
                                       and measured.setup == base.setup)
+    # The latest shape comparison (once per rotation cycle), wherever it is stored.
+    for st in store.latest_stats(ep, "jsd_shift"):
+        if st.value is not None:
+            snap.jsd_shift[(ep, st.key)] = (st.value, st.ci_lower, st.ci_upper)
+            snap.jsd_changed[(ep, st.key)] = int(bool(json.loads(st.extra or "{}").get(
+                "changed")))
     for (scen, country), cell in store.alert_states(ep).items():
         snap.alert[(ep, scen, country)] = STATE_VALUE.get(cell.state, 0)
         snap.level[(ep, scen, country)] = LEVEL_VALUE.get(cell.level, 0)

@@ -60,6 +60,16 @@ class ResultsStore(Database):
             [list(run_ids), kind, kind, scenario, scenario])
         return [(r[0], StatRow(*r[1:])) for r in rows]
 
+    def latest_stats(self, endpoint: str, kind: str) -> list[StatRow]:
+        """The statistics of one kind from the endpoint's latest run that holds any."""
+        rows = self._rows(
+            "SELECT s.kind, s.scenario, s.key, s.value, s.ci_lower, s.ci_upper, s.n, "
+            "s.p_value, s.extra FROM run_stats s WHERE s.kind = ? AND s.run_id = ("
+            "SELECT r.run_id FROM runs r JOIN run_stats t ON t.run_id = r.run_id "
+            "WHERE r.endpoint = ? AND t.kind = ? ORDER BY r.started_at DESC LIMIT 1) "
+            "ORDER BY s.scenario, s.key", [kind, endpoint, kind])
+        return [StatRow(*r) for r in rows]
+
     def done_calls(self, run_id: str) -> set[tuple[str, str]]:
         """(triplet_id, language) of calls that need no retry on resume."""
         rows = self._rows("SELECT triplet_id, language FROM probe_calls WHERE run_id = ? AND "
