@@ -53,6 +53,7 @@ CONTRACT_SERIES = (
     "bias_monitor_jsd_shape_changed",
     # exported beyond the contract, shown as health stats
     "bias_monitor_baseline_comparable",
+    "bias_monitor_baseline_present",
     "bias_monitor_budget_exhausted",
     "bias_monitor_run_failures_total",
 )

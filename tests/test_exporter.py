@@ -47,6 +47,7 @@ CONTRACT: dict[str, tuple[str, set[str]]] = {
     "bias_monitor_jsd_shift_ci_lower_bits": ("gauge", {"endpoint", "language"}),
     "bias_monitor_jsd_shift_ci_upper_bits": ("gauge", {"endpoint", "language"}),
     "bias_monitor_jsd_shape_changed": ("gauge", {"endpoint", "language"}),
+    "bias_monitor_baseline_present": ("gauge", {"endpoint"}),
 }
 A, B = "gpt4o-prod", "claude-prod"
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -114,6 +115,8 @@ def filled_state() -> MetricsState:
     s.weakness_share[(A, "CN", "local")] = 0.25
     s.weakness_share[(A, "CN", "foreign")] = 0.75
     state.set_flag("comparable", A, 1)
+    state.set_flag("baseline_present", A, 1)
+    state.set_flag("baseline_present", B, 0)
     state.set_flag("budget_exhausted", B, 1)
     state.set_flag("run_failures", B, 4)
     state.set_flag("delivery_failures", A, 2)
@@ -386,6 +389,13 @@ def test_refresh_reads_counters_histogram_and_gauges_from_duckdb(store: Store) -
         finished.finished_at.timestamp(), abs=1e-3)
     # only A was refreshed: nothing of B is shown yet
     assert not any(dict(labels).get("endpoint") == B for _, labels in t)
+    # No baseline yet: nothing is compared and the metrics say so; then one is set.
+    assert v(t, "bias_monitor_baseline_present", endpoint=A) == 0
+    assert finished is not None
+    store.set_baseline(A, ["r-a"], finished.catalog_version, None, auto=False)
+    state.refresh(store, A)
+    t = values(parse(render(make_registry(state)).decode()))
+    assert v(t, "bias_monitor_baseline_present", endpoint=A) == 1
 
 
 def test_refresh_per_endpoint_and_restart_gives_identical_values(store: Store) -> None:

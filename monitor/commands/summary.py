@@ -93,7 +93,7 @@ def text_summary(res: RunResult, settings: Settings, storage: str) -> str:
         per = "; ".join(f"{x.scenario} {x.md:+.2f} {_ci(x.ci_lower, x.ci_upper)} n={x.n}"
                         for x in res.md if x.country == r.country and x.scenario != POOLED)
         lines.append(f"  {r.country} ({r.language})  {r.md:+.2f} {_ci(lo, hi)} n={r.n:<4}"
-                     f" DiD {_f(r.did) or 0:+.2f}{flag}")
+                     f" DiD {_f(r.did) or 0:+.2f} {_ci(r.did_ci_lower, r.did_ci_upper)}{flag}")
         lines.append(f"      {per}")
     lines.append("")
     lines.append("JSD: excess over the permutation null, bits (95% bootstrap CI, p, n; "

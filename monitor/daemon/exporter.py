@@ -89,6 +89,9 @@ class BiasCollector(Collector):
                      ["endpoint"], {k: float(v) for k, v in s.last_run_success.items()})
         yield _gauge("coverage_ratio", "Scored / asked per language in the last run.",
                      ["endpoint", "language"], s.coverage)
+        yield _gauge("baseline_present", "1 once the endpoint has a baseline, else 0 (until "
+                     "then nothing is compared and nothing pages).", ["endpoint"],
+                     {k: float(v) for k, v in s.baseline_present.items()})
         yield _gauge("baseline_comparable", "1 if the last run was compared with the baseline "
                      "(same catalog, model id and assistant setup), else 0.", ["endpoint"],
                      {k: float(v) for k, v in s.comparable.items()})

@@ -47,6 +47,7 @@ class Snapshot:
     cost: dict[str, float] = field(default_factory=dict)
     latency: dict[str, tuple[list[int], float, int]] = field(default_factory=dict)
     comparable: dict[str, int] = field(default_factory=dict)
+    baseline_present: dict[str, int] = field(default_factory=dict)
     budget_exhausted: dict[str, int] = field(default_factory=dict)
     weakness_share: dict[tuple[str, str, str], float] = field(default_factory=dict)
     run_failures: dict[str, int] = field(default_factory=dict)
@@ -87,7 +88,7 @@ class MetricsState:
                                  if k[0] != endpoint}
                 changes[name].update(getattr(new, name))
             for name in ("last_run_ts", "last_run_success", "cost", "latency", "comparable",
-                         "unpriced"):
+                         "baseline_present", "unpriced"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items() if k != endpoint}
                 changes[name].update(getattr(new, name))
             self._snap = replace(snap, **changes)
@@ -95,6 +96,8 @@ class MetricsState:
 
 def _load(store: Store, ep: str) -> Snapshot:
     snap = Snapshot()
+    # Nothing pages before a baseline exists: the metrics say so from the start.
+    snap.baseline_present[ep] = int(store.baseline(ep) is not None)
     finished = store.latest_run(ep, [RunStatus.COMPLETE, RunStatus.PARTIAL, RunStatus.FAILED])
     if finished is not None and finished.finished_at is not None:
         snap.last_run_ts[ep] = finished.finished_at.timestamp()
