@@ -132,7 +132,7 @@ def test_bias_raised_fires_once_survives_sigkill_and_recovers(
             _, final = get(f"http://127.0.0.1:{port}/metrics")
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
-        assert len(slack.requests) == 2
+        assert len(slack.requests) == 2, [" ".join(r.texts())[:300] for r in slack.requests]
         assert "resolved" in " ".join(slack.requests[1].texts())
         first_answers = [r for r in llm.requests if r.headers.get("authorization")]
         assert first_answers and first_answers[0].headers["authorization"] == f"Bearer {KEY}"

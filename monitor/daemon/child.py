@@ -33,6 +33,29 @@ __all__ = ["child_main"]
 log = logging.getLogger(__name__)
 
 
+def _die_with_parent(parent: int | None) -> None:
+    """SIGTERM this run when `monitor run` dies, even by SIGKILL or the OOM killer.
+
+    The child has a session of its own (a terminal's Ctrl-C goes to the parent
+    only), so nothing else would stop it: it would finish its run beside the next
+    daemon and could notify Slack from stale alert states after that daemon had
+    moved on. With the signal the run is stored as interrupted and the next
+    daemon resumes it. Linux only (prctl); elsewhere the orphan finishes its run.
+    """
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) != 0:
+        log.warning("could not ask to be stopped with the daemon (prctl errno %d)",
+                    ctypes.get_errno())
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def child_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m monitor.daemon.child")
     ap.add_argument("--endpoint", required=True)
@@ -40,8 +63,11 @@ def child_main(argv: list[str] | None = None) -> int:
                     help="pipe the JSON report is written to for the parent")
     ap.add_argument("--config", type=Path, default=None)
     ap.add_argument("--log-level", default="INFO")
+    ap.add_argument("--parent-pid", type=int, default=None,
+                    help="`monitor run`'s pid: the run stops (stored, resumable) if it dies")
     args = ap.parse_args(argv)
     setup_logging(args.log_level)
+    _die_with_parent(args.parent_pid)
     try:
         settings, _ = load_settings(args.config)
         store = Store(settings.storage.path)

@@ -107,7 +107,7 @@ class ChildJobs:
         """The child's exit code, or None when the run was interrupted by shutdown."""
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
         args = [*self.COMMAND[1:], "--endpoint", name, "--report-fd", str(report_fd),
-                "--log-level", str(level)]
+                "--log-level", str(level), "--parent-pid", str(os.getpid())]
         if self.config is not None:
             args += ["--config", str(self.config)]
         # Its own session: a terminal's Ctrl-C reaches only this process, which
