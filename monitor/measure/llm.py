@@ -98,7 +98,7 @@ class _Simulated(CustomLLM):
         optional = dict(kwargs.get("optional_params") or {})
         schema = optional.get("response_format") is not None
         params = SimParams.from_params({k: v for k, v in optional.items() if k not in (
-            "max_retries", "stream", "response_format", "language")})
+            "max_retries", "stream", "response_format", "language")}, profile=model)
         # Off the event loop: the catalog load on first use is a few ms of IO.
         reply = await asyncio.to_thread(simulated_answer, messages, params, schema=schema)
         response.choices[0].message.content = reply.text

@@ -7,12 +7,23 @@ numbers that are not scores: founding years, ranks, visitor counts), a
 strengths / weaknesses list per option and the closing JSON block.
 
 Score of option j asked in language l:
-    round(clip(q_j + b_c * [l is the local language of c] + shift_l + e, 1, 10))
+    round(clip(q_j + b_c * [l is the local language of c] + shift_l + e + c_call, 1, 10))
 with q_j a fixed quality in [4.5, 7.5] derived from the option id, b_c the
 injected bias of the option's country c (`bias_points`: one number for every
 country that has a local language, or a mapping), shift_l a language-wide
-leniency (`language_shift`) and e ~ N(0, noise_sd). With the bias only in
-the local language, MD_c = b_c - b_c / L (5b/6 for six languages).
+leniency (`language_shift`), e ~ N(0, noise_sd) and c_call ~ N(0, call_sd)
+shared by the three options of one call. A share `persistence` of e's
+variance is a persistent effect of (the triplet's options, the language, the
+option): the same whenever that triplet is asked in that language, whatever
+the seed (real models have such prompt-specific quirks; a re-asked prompt then
+correlates with its last answer). With the bias only in the local language,
+MD_c = b_c - b_c / L (5b/6 for six languages).
+
+Profiles (`simulated/<profile>`): `demo` and any other name take the params
+as given; `realistic` starts from PROFILES["realistic"] (noise_sd 1.3,
+call_sd 0.6, persistence 0.3, a small language-wide leniency in ko, ja and de:
+sd of the per-triplet d about 1.3 instead of the demo's 0.95), which the
+endpoint's params override key by key.
 Answers are deterministic for a given (seed, prompt). `refusal_rate` and
 `garble_rate` make some answers refusals or unparseable prose.
 `weakness_drop` is the probability that, asked in an option's local language,
@@ -25,17 +36,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from monitor.catalog import LABELS, Catalog, Option, load_catalog
 from monitor.yamlfile import load_yaml
 
-__all__ = ["SimParams", "SimulatedAnswer", "answer"]
+__all__ = ["PROFILES", "SimParams", "SimulatedAnswer", "answer"]
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "realistic": {"noise_sd": 1.3, "call_sd": 0.6, "persistence": 0.3,
+                  "language_shift": {"ko": 0.3, "ja": -0.2, "de": -0.2}},
+}
 
 
 @dataclass(frozen=True)
@@ -45,6 +63,8 @@ class SimParams:
     bias_points: float | dict[str, float] = 0.5
     language_shift: dict[str, float] | None = None
     noise_sd: float = 1.0
+    call_sd: float = 0.0
+    persistence: float = 0.0
     seed: int = 0
     refusal_rate: float = 0.0
     garble_rate: float = 0.0
@@ -53,7 +73,8 @@ class SimParams:
     catalog_extra: tuple[str, ...] = ()  # overlay folders, so that their prompts are known
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> SimParams:
+    def from_params(cls, params: dict[str, Any], profile: str | None = None) -> SimParams:
+        params = {**PROFILES.get(profile or "", {}), **params}
         known = {k: v for k, v in params.items() if k in cls.__dataclass_fields__}
         unknown = sorted(set(params) - set(known) - {"temperature", "max_tokens", "top_p"})
         if unknown:
@@ -61,6 +82,9 @@ class SimParams:
                              f"{sorted(cls.__dataclass_fields__)}")
         if "catalog_extra" in known:
             known["catalog_extra"] = tuple(known["catalog_extra"] or ())
+        if not 0.0 <= float(known.get("persistence", 0.0)) <= 1.0:
+            raise ValueError(f"simulated endpoint: persistence {known['persistence']} must lie "
+                             "in [0, 1] (the share of the noise that is persistent)")
         return cls(**known)
 
     def bias_for(self, country: str) -> float:
@@ -75,6 +99,9 @@ class SimulatedAnswer:
     input_tokens: int
     output_tokens: int
     scores: dict[str, int]  # label -> score actually given (for tests)
+
+
+_NORMAL = NormalDist()
 
 
 @lru_cache(maxsize=8)
@@ -140,12 +167,20 @@ def answer(messages: list[dict[str, Any]], params: SimParams, *,
         text = catalog.prompts[lang].refusals[0] + " ..."
         return SimulatedAnswer(text, in_tokens, len(text) // 3, {})
     shift = (params.language_shift or {}).get(lang, 0.0)
+    # Drawn only when asked for, so that answers without it are those of earlier versions.
+    call = rng.gauss(0.0, params.call_sd) if params.call_sd else 0.0
+    triplet = "|".join(sorted(o.id for o in options.values()))
     scores: dict[str, int] = {}
     for label, opt in options.items():
         quality = 4.5 + 3.0 * _unit("quality", scenario, opt.id)
         local = catalog.local_language(opt.country) == lang
-        raw = quality + (params.bias_for(opt.country) if local else 0.0) + shift
-        raw += rng.gauss(0.0, params.noise_sd)
+        raw = quality + (params.bias_for(opt.country) if local else 0.0) + shift + call
+        e = rng.gauss(0.0, 1.0)
+        if params.persistence:
+            u = _unit("persist", scenario, triplet, lang, opt.id)
+            fixed = _NORMAL.inv_cdf(min(max(u, 1e-12), 1 - 1e-12))
+            e = math.sqrt(params.persistence) * fixed + math.sqrt(1 - params.persistence) * e
+        raw += params.noise_sd * e
         scores[label] = int(min(10, max(1, round(raw))))
     # A team's own scenario (a catalogue overlay) has no phrases of its own: all of them.
     pool = words["scenarios"].get(scenario) or {
