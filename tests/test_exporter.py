@@ -48,6 +48,9 @@ CONTRACT: dict[str, tuple[str, set[str]]] = {
     "bias_monitor_jsd_shift_ci_upper_bits": ("gauge", {"endpoint", "language"}),
     "bias_monitor_jsd_shape_changed": ("gauge", {"endpoint", "language"}),
     "bias_monitor_baseline_present": ("gauge", {"endpoint"}),
+    "bias_monitor_md_triplets": ("gauge", CELL),
+    # The text format has no info type: Prometheus reads an info family as a gauge of 1.
+    "bias_monitor_build_info": ("gauge", {"version", "python"}),
 }
 A, B = "gpt4o-prod", "claude-prod"
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -80,6 +83,8 @@ def filled_state() -> MetricsState:
     s.md[(A, "all", "CN")] = (1.25, 0.5, 2.0)
     s.md[(A, "university", "JP")] = (-0.75, -1.5, 0.0)
     s.md[(B, "all", "CN")] = (0.125, None, None)  # n < 2: no CI
+    s.md_n[(A, "all", "CN")] = 14
+    s.md_n[(B, "all", "CN")] = 1
     s.drift[(A, "all", "CN")] = 0.875
     s.drift[(B, "all", "CN")] = -0.25
     s.jsd[(A, "all", "zh")] = 0.0312
@@ -170,6 +175,11 @@ def test_values_round_trip() -> None:
     assert v(t, "bias_monitor_jsd_bits", endpoint=A, scenario="all", language="zh") == 0.0312
     assert v(t, "bias_monitor_jsd_bits", endpoint=B, scenario="travel", language="ko") == 0.0
     assert v(t, "bias_monitor_jsd_shift_bits", endpoint=A, language="ja") == 0.0625
+    assert v(t, "bias_monitor_md_triplets", endpoint=B, scenario="all", country="CN") == 1
+    from monitor import __version__
+
+    [info] = [k for k in t if k[0] == "bias_monitor_build_info"]
+    assert dict(info[1])["version"] == __version__ and t[info] == 1
     assert v(t, "bias_monitor_jsd_shift_ci_lower_bits", endpoint=A, language="ja") == 0.03125
     assert v(t, "bias_monitor_jsd_shape_changed", endpoint=A, language="ja") == 1
     assert v(t, "bias_monitor_alert_state", endpoint=A, scenario="all", country="CN") == 2
@@ -218,8 +228,11 @@ def test_empty_state_renders_valid_text_with_help_only() -> None:
     text = render(make_registry(MetricsState())).decode()
     families = parse(text)
     assert set(CONTRACT) <= set(families)
-    assert all(not fam.samples for fam in families.values())
-    assert all(line.startswith("#") for line in text.splitlines() if line)
+    # Nothing measured yet: only the daemon's own version is a sample.
+    assert all(not fam.samples for name, fam in families.items()
+               if name != "bias_monitor_build_info")
+    assert [ln.split("{")[0] for ln in text.splitlines()
+            if ln and not ln.startswith("#")] == ["bias_monitor_build_info"]
 
 
 # -- the HTTP server ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ scenario, country, language, status, direction) and never carry text.
 from __future__ import annotations
 
 import json
+import platform
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -23,10 +24,12 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    InfoMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector
 
+from monitor import __version__
 from monitor.daemon.metrics import LATENCY_BUCKETS, MetricsState
 
 __all__ = ["BiasCollector", "MetricsServer", "make_registry", "render"]
@@ -56,12 +59,19 @@ class BiasCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         s = self.state.snapshot()
+        # The version behind every series (the exporter guidelines' build_info).
+        yield InfoMetricFamily(P + "build", "bias-monitor version and Python of this daemon.",
+                               value={"version": __version__,
+                                      "python": platform.python_version()})
         yield _gauge("md_points", "Latest local-language bias MD (score points).", CELL,
                      {k: v[0] for k, v in s.md.items()})
         yield _gauge("md_ci_lower_points", "Lower bound of the MD 95% CI (points).", CELL,
                      {k: v[1] for k, v in s.md.items() if v[1] is not None})
         yield _gauge("md_ci_upper_points", "Upper bound of the MD 95% CI (points).", CELL,
                      {k: v[2] for k, v in s.md.items() if v[2] is not None})
+        yield _gauge("md_triplets", "Triplets behind that MD (its sample size; below 5 a cell "
+                     "is never significant, so dashboards may grey it out).", CELL,
+                     {k: float(v) for k, v in s.md_n.items()})
         yield _gauge("md_drift_points", "MD of the latest run minus the baseline MD (points).",
                      CELL, s.drift)
         yield _gauge("jsd_bits", "Excess JSD per language over the permutation null, recent "

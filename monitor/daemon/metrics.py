@@ -32,6 +32,7 @@ LATENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0,
 class Snapshot:
     md: dict[tuple[str, str, str], tuple[float, float | None, float | None]] = field(
         default_factory=dict)
+    md_n: dict[tuple[str, str, str], int] = field(default_factory=dict)
     drift: dict[tuple[str, str, str], float] = field(default_factory=dict)
     jsd: dict[tuple[str, str, str], float] = field(default_factory=dict)
     jsd_shift: dict[tuple[str, str], tuple[float, float | None, float | None]] = field(
@@ -82,7 +83,7 @@ class MetricsState:
         with self._lock:
             snap = self._snap
             changes: dict[str, dict[Any, Any]] = {}
-            for name in ("md", "drift", "jsd", "jsd_shift", "jsd_changed", "alert", "level",
+            for name in ("md", "md_n", "drift", "jsd", "jsd_shift", "jsd_changed", "alert", "level",
                          "coverage", "probes", "tokens", "weakness_share"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items()
                                  if k[0] != endpoint}
@@ -109,6 +110,7 @@ def _load(store: Store, ep: str) -> Snapshot:
                 continue
             if st.kind == "md":
                 snap.md[(ep, st.scenario, st.key)] = (st.value, st.ci_lower, st.ci_upper)
+                snap.md_n[(ep, st.scenario, st.key)] = int(st.n or 0)
             elif st.kind == "drift":
                 snap.drift[(ep, st.scenario, st.key)] = st.value
             elif st.kind == "jsd_window":
