@@ -84,7 +84,7 @@ def test_the_realistic_profile_through_litellm_has_the_larger_sd(
         cfg = write_config(folder, [{"name": profile, "model": f"simulated/{profile}",
                                      "rpm": 100000, "max_concurrency": 64,
                                      "params": {"bias_points": 0.0, "seed": 4}}],
-                           sampling={"triplets_per_run": 300})
+                           sampling={"triplets_per_run": 100})
         assert main(["probe", "--once", "--config", str(cfg), "--json"]) == 0
         md = json.loads(capsys.readouterr().out)["endpoints"][0]["md"]
         rows = [r for r in md if r["scenario"] == "all" and r["n"] >= 2]

@@ -182,11 +182,19 @@ def _controls_escaped(s: str) -> str:
 
 def _decode(s: str) -> Any:
     trimmed = _TRAILING_COMMA.sub(r"\1", s)
-    for attempt in (s, trimmed, _controls_escaped(trimmed)):
+    error: Exception | None = None
+    for attempt in (s, trimmed):
         try:
             return json.loads(attempt)
+        except (ValueError, RecursionError) as exc:
+            error = exc
+    # Escaping (a character-by-character scan) mends only a raw control character in a
+    # string, which json reports as such: other failures skip it.
+    if isinstance(error, json.JSONDecodeError) and "control character" in error.msg:
+        try:
+            return json.loads(_controls_escaped(trimmed))
         except (ValueError, RecursionError):
-            continue
+            pass
     return None
 
 

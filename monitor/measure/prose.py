@@ -27,7 +27,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from monitor.measure.statements import (
     AFTER_NAME,
@@ -55,7 +55,8 @@ _GENERIC = re.compile(
     r"대학교|학교|공과|시|市")
 
 
-def _short_forms(name: str) -> list[str]:
+@lru_cache(maxsize=65536)
+def _short_forms(name: str) -> tuple[str, ...]:
     """Short names a model uses for an option: "Harvard", "Tokyo", "清华", "서울대"."""
     out = []
     # "córdoba, argentina" / "コルドバ (アルゼンチン)": a qualifier the answer may leave out.
@@ -77,7 +78,7 @@ def _short_forms(name: str) -> list[str]:
     words = [w for w in re.split(r"[\s-]+", plain) if w]
     if len(words) >= 3:  # "massachusetts institute of technology" -> "mit", "école ..." -> "epfl"
         out.append("".join(w[0] for w in words if w not in ("of", "de", "the", "und", "and")))
-    return [s for s in out if len(s) >= 2]
+    return tuple(s for s in out if len(s) >= 2)
 
 
 class Options:
