@@ -156,7 +156,11 @@ class Daemon:
                  for j in jsd_of(self.store, window, result.run.languages, seed=result.run.seed,
                                  n_boot=WINDOW_BOOT)]
         if ev.comparable:
-            rows += self._shape(endpoint, result)
+            try:
+                rows += self._shape(endpoint, result)
+            except Exception:  # informative only: it must not cost the run its drift rows
+                log.exception("endpoint %s: the JSD shape check failed; drift is stored",
+                              endpoint.name)
         self.store.write_stats(result.run.run_id, rows, replace=False)
         return ev
 
