@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,7 @@ from monitor.cli import main
 from monitor.store import Store
 from tests.support.helpers import openai_endpoint, write_config
 from tests.support.openai import Reply, Request, options_in, serve
-from tests.support.process import Gate, wait_until
+from tests.support.process import Gate, interrupt_cli
 
 SIM: dict[str, Any] = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32,
                        "rpm": 100000,
@@ -136,30 +133,12 @@ def _scored(req: Request) -> Reply:
 def test_an_interrupted_calibration_resumes_and_then_becomes_the_baseline(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gate = Gate(6, _scored)
-    lines: list[str] = []
     with serve(gate) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)])
-        # SIGINT at its default in the child, as at a terminal (a test worker ignores it).
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "monitor.cli", "baseline", "calibrate", "--config", str(cfg),
-             "--triplets-per-cell", "3"], stderr=subprocess.PIPE, text=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),
-                                  daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        try:
-            wait_until(lambda: len(server.requests) >= 8, 120)  # 6 answered, 2 held
-            proc.send_signal(signal.SIGINT)
-            wait_until(lambda: any("stopping: no new call" in ln for ln in lines), 60)
-            gate.released.set()
-            proc.wait(timeout=60)
-            reader.join(timeout=10)
-        finally:
-            gate.released.set()
-            if proc.poll() is None:
-                proc.kill()
-        err = "".join(lines)
-        assert proc.returncode == 130, err
+        returncode, err = interrupt_cli(  # 6 answered, 2 held
+            ["baseline", "calibrate", "--config", str(cfg), "--triplets-per-cell", "3"],
+            server, gate, signal.SIGINT, held_at=8)
+        assert returncode == 130, err
         with Store(tmp_path / "monitor.duckdb") as store:
             [run] = store.runs()
             assert run.status == "interrupted" and store.baseline("local") is None

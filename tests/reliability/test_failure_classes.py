@@ -28,7 +28,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from contextlib import redirect_stderr, redirect_stdout
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,7 +43,7 @@ from monitor.store import CellRecord, RunRow, Store
 from monitor.store import owner as owners
 from tests.support.helpers import DirectSimClient, openai_endpoint, sim_daemon, write_config
 from tests.support.openai import Reply, Request, options_in, serve
-from tests.support.process import Gate, daemon, free_port, get, wait_until
+from tests.support.process import Gate, daemon, free_port, get, interrupt_cli, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -372,36 +371,13 @@ def test_a_single_language_is_refused_with_the_rule(tmp_path: Path) -> None:
 def test_an_interrupted_probe_keeps_the_calls_in_flight_and_says_how_to_resume(
         tmp_path: Path, sig: signal.Signals, code: int) -> None:
     gate = Gate(4, _scored)
-    lines: list[str] = []
     with serve(gate) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)])
-        # A child inherits an ignored SIGINT (a test worker may have it ignored): as at a
-        # terminal, it starts with SIGINT at its default, so Ctrl-C reaches the product.
-        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "probe", "--once",
-                                 "--config", str(cfg)], stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),
-                                  daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        try:
-            wait_until(lambda: len(server.requests) >= 6, 120)  # 4 answered, 2 held: mid-run
-            proc.send_signal(sig)
-            try:
-                wait_until(lambda: any("stopping: no new call" in ln for ln in lines), 60)
-            except AssertionError:  # say what the child's signal state was
-                status = Path(f"/proc/{proc.pid}/status").read_text(encoding="utf-8")
-                raise AssertionError("".join(lines)[-2000:] + "".join(
-                    ln + "\n" for ln in status.splitlines() if ln.startswith("Sig"))) from None
-            gate.released.set()  # the two calls on the wire end: they are kept
-            proc.wait(timeout=60)
-            reader.join(timeout=10)
-        finally:
-            gate.released.set()
-            if proc.poll() is None:
-                proc.kill()
+        # 4 answered, 2 held: mid-run; the two calls on the wire end and are kept.
+        returncode, err = interrupt_cli(["probe", "--once", "--config", str(cfg)], server,
+                                        gate, sig, held_at=6)
         asked = len(server.requests)
-    err = "".join(lines)
-    assert proc.returncode == code, err
+    assert returncode == code, err
     [run] = Store(tmp_path / "monitor.duckdb").runs()
     assert run.status == "interrupted" and run.reason
     assert f"monitor probe --once --resume {run.run_id} --config {cfg}" in err

@@ -6,6 +6,7 @@ Tests wait on states (a condition polled until it holds), never on time.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,10 +17,11 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.support.openai import Reply, Request
 
-__all__ = ["Gate", "daemon", "free_port", "get", "wait_until"]
+__all__ = ["Gate", "daemon", "free_port", "get", "interrupt_cli", "wait_until"]
 
 
 def free_port() -> int:
@@ -85,3 +87,39 @@ class Gate:
         if held:
             self.released.wait(timeout=120)
         return self.answer(req)
+
+
+def interrupt_cli(args: list[str], server: Any, gate: Gate, sig: int,
+                  held_at: int) -> tuple[int, str]:
+    """`python -m monitor.cli *args`, sent `sig` once `held_at` requests reached `server`
+    (the gate holding the later ones: certainly mid-run): (exit code, stderr).
+
+    A child inherits an ignored SIGINT (a test worker may have it ignored): as at a
+    terminal, it starts with SIGINT at its default, so Ctrl-C reaches the product. The
+    held calls are released once the child says it stops asking; they end and are kept.
+    """
+    lines: list[str] = []
+    proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", *args],
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),
+                              daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_until(lambda: len(server.requests) >= held_at, 120)
+        proc.send_signal(sig)
+        try:
+            wait_until(lambda: any("stopping: no new call" in ln for ln in lines), 60)
+        except AssertionError:  # say what the child's signal state was
+            status = Path(f"/proc/{proc.pid}/status").read_text(encoding="utf-8")
+            raise AssertionError("".join(lines)[-2000:] + "".join(
+                ln + "\n" for ln in status.splitlines() if ln.startswith("Sig"))) from None
+        gate.released.set()
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        gate.released.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, "".join(lines)
