@@ -18,26 +18,15 @@ accepted); 4 storage; 130 / 143 interrupted.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import math
-import shlex
 import sys
-from pathlib import Path
 
 from monitor.catalog import load_catalog
 from monitor.commands.plan import cost_per_call
-from monitor.commands.probe import terminable
-from monitor.config import Endpoint, Settings, demo_config_path, load_settings
-from monitor.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_NO_RESULTS,
-    EXIT_TERMINATED,
-    StoreError,
-    UsageError,
-)
-from monitor.measure.progress import Progress
-from monitor.measure.run import RunOptions, RunResult, run_endpoint
+from monitor.commands.probe import run_until_stopped
+from monitor.config import Endpoint, Settings, load_settings
+from monitor.errors import EXIT_NO_RESULTS, UsageError
+from monitor.measure.run import RunOptions, RunResult
 from monitor.store import Store
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch.plan import Cells, cell_shares, sd_from_md
@@ -53,12 +42,6 @@ def calibration_size(cells: Cells, per_cell: int) -> int:
     if smallest <= 0:
         return cells.population
     return min(cells.population, math.ceil(per_cell / smallest))
-
-
-def _hint(run_id: str, config_path: Path) -> str:
-    config = ("" if config_path == demo_config_path()
-              else f" --config {shlex.quote(str(config_path))}")
-    return f"monitor baseline calibrate --resume {shlex.quote(run_id)}{config}"
 
 
 def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: int,
@@ -149,23 +132,11 @@ def calibrate_command(args: argparse.Namespace) -> int:
             if args.dry_run:
                 continue
             opts = RunOptions(triplets=triplets, resume=args.resume, max_cost_usd=max_cost)
-            try:
-                result = asyncio.run(terminable(run_endpoint(
-                    settings, catalog, store, endpoint, opts,
-                    Progress(label=f"[{endpoint.name}] "))))
-            except (KeyboardInterrupt, asyncio.CancelledError) as exc:
-                term = isinstance(exc, asyncio.CancelledError)
-                run_id = args.resume
-                if run_id is None:
-                    with contextlib.suppress(StoreError):
-                        stopped = [r for r in store.runs(endpoint.name)
-                                   if r.status == RunStatus.INTERRUPTED]
-                        run_id = stopped[-1].run_id if stopped else None
-                hint = f" Resume with: {_hint(run_id, config_path)}" if run_id else ""
-                print(f"\nmonitor: calibration {'terminated (SIGTERM)' if term else 'interrupted'}"
-                      f"; answers so far are stored in {settings.storage.path}.{hint}",
-                      file=sys.stderr)
-                return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+            result = run_until_stopped(settings, catalog, store, endpoint, opts, config_path,
+                                       command="monitor baseline calibrate",
+                                       what="calibration ")
+            if isinstance(result, int):
+                return result
             if result.run.status != RunStatus.COMPLETE:
                 why = ("stopped early at --max-cost-usd" if result.run.status ==
                        RunStatus.PARTIAL else result.run.reason or result.run.status)

@@ -22,7 +22,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from monitor.catalog import load_catalog
+from monitor.catalog import Catalog, load_catalog
 from monitor.commands.summary import breaches, json_document, text_summary
 from monitor.config import Endpoint, Settings, demo_config_path, load_settings
 from monitor.errors import (
@@ -36,8 +36,9 @@ from monitor.errors import (
 from monitor.measure.progress import Progress
 from monitor.measure.run import RunOptions, RunResult, run_endpoint
 from monitor.store import RunSummary, Store
+from monitor.vocab import RunStatus
 
-__all__ = ["probe_command", "resume_hint", "terminable"]
+__all__ = ["probe_command", "resume_hint", "run_until_stopped"]
 
 log = logging.getLogger("monitor.commands.probe")
 T = TypeVar("T")
@@ -55,11 +56,35 @@ def _endpoints(settings: Settings, names: list[str] | None, resume: str | None,
     return [settings.endpoint(n) for n in names]
 
 
-def resume_hint(run_id: str, config_path: Path) -> str:
+def resume_hint(run_id: str, config_path: Path, command: str = "monitor probe --once") -> str:
     """The command that resumes `run_id`, with --config unless it is the built-in demo."""
     demo = config_path == demo_config_path()
     config = "" if demo else f" --config {shlex.quote(str(config_path))}"
-    return f"monitor probe --once --resume {shlex.quote(run_id)}{config}"
+    return f"{command} --resume {shlex.quote(run_id)}{config}"
+
+
+def run_until_stopped(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
+                      opts: RunOptions, config_path: Path, *,
+                      command: str = "monitor probe --once", what: str = "") -> RunResult | int:
+    """One run of `endpoint` with progress, or the exit code (130 / 143) when Ctrl-C or
+    SIGTERM stopped it: every answer is kept, and one line says where and which `command`
+    resumes it (`what` names the run in that line, e.g. "calibration ")."""
+    try:
+        return asyncio.run(terminable(run_endpoint(
+            settings, catalog, store, endpoint, opts, Progress(label=f"[{endpoint.name}] "))))
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        term = isinstance(exc, asyncio.CancelledError)
+        run_id = opts.resume
+        if run_id is None:
+            with contextlib.suppress(StoreError):
+                stopped = [r for r in store.runs(endpoint.name)
+                           if r.status == RunStatus.INTERRUPTED]
+                run_id = stopped[-1].run_id if stopped else None
+        hint = (f" Resume with: {resume_hint(run_id, config_path, command)}"
+                if run_id else "")
+        print(f"\nmonitor: {what}{'terminated (SIGTERM)' if term else 'interrupted'}; answers "
+              f"so far are stored in {settings.storage.path}.{hint}", file=sys.stderr)
+        return EXIT_TERMINATED if term else EXIT_INTERRUPTED
 
 
 async def terminable(coro: Coroutine[Any, Any, T]) -> T:
@@ -106,22 +131,8 @@ def probe_command(args: argparse.Namespace) -> int:
         endpoints = _endpoints(settings, args.endpoint, args.resume, store)
         settings.require_keys(endpoints, config_path)
         for endpoint in endpoints:
-            progress = Progress(label=f"[{endpoint.name}] ")
             try:
-                results.append(asyncio.run(terminable(run_endpoint(
-                    settings, catalog, store, endpoint, opts, progress))))
-            except (KeyboardInterrupt, asyncio.CancelledError) as exc:
-                term = isinstance(exc, asyncio.CancelledError)
-                run_id = args.resume
-                if run_id is None:
-                    with contextlib.suppress(StoreError):
-                        stopped = [r for r in store.runs(endpoint.name)
-                                   if r.status == "interrupted"]
-                        run_id = stopped[-1].run_id if stopped else None
-                hint = f" Resume with: {resume_hint(run_id, config_path)}" if run_id else ""
-                print(f"\nmonitor: {'terminated (SIGTERM)' if term else 'interrupted'}; answers "
-                      f"so far are stored in {storage}.{hint}", file=sys.stderr)
-                return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+                got = run_until_stopped(settings, catalog, store, endpoint, opts, config_path)
             except StoreWriteError as exc:
                 if exc.run_id:
                     raise StoreWriteError(f"{exc}; then resume with: "
@@ -129,6 +140,9 @@ def probe_command(args: argparse.Namespace) -> int:
                                           mount=exc.mount, free_bytes=exc.free_bytes,
                                           run_id=exc.run_id) from None
                 raise
+            if isinstance(got, int):
+                return got
+            results.append(got)
         failed = [r for r in results if r.status_counts["ok"] == 0]
         summaries = {s.run.run_id: s for s in store.run_summaries(
             run_ids=[r.run.run_id for r in failed])} if failed else {}
