@@ -22,8 +22,8 @@ import math
 import sys
 
 from monitor.catalog import load_catalog
-from monitor.commands.plan import cost_per_call
-from monitor.commands.probe import run_until_stopped
+from monitor.commands.plan import cost_per_call, stored_usage
+from monitor.commands.probe import endpoints_for, run_until_stopped
 from monitor.config import Endpoint, Settings, load_settings
 from monitor.errors import EXIT_NO_RESULTS, UsageError
 from monitor.measure.run import RunOptions, RunResult
@@ -54,11 +54,7 @@ def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: in
     high = max(per, key=lambda c: per[c]) if per else "-"
     whole = (" (every monitored triplet: one full rotation cycle)"
              if triplets == cells.population else "")
-    use = store.usage(endpoint.name)
-    per_call, note = cost_per_call(endpoint, {
-        "input_tokens": use.mean_input_tokens if use else None,
-        "output_tokens": use.mean_output_tokens if use else None,
-        "cost_usd": use.mean_cost_usd if use else None})
+    per_call, note = cost_per_call(endpoint, stored_usage(store, endpoint.name))
     if per_call is not None:
         cost = f"about ${calls * per_call:.2f} ({note})"
     elif endpoint.simulated and endpoint.cost_per_1k_tokens.input is None:
@@ -114,14 +110,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
     if max_cost is not None and not max_cost > 0:
         raise UsageError(f"--max-cost-usd {max_cost}: must be a positive amount")
     with Store(settings.storage.path) as store:
-        if args.resume:
-            run = store.get_run(args.resume)
-            if run is None:
-                raise UsageError(f"--resume {args.resume}: no such run in {store.path}")
-            endpoints = [settings.endpoint(run.endpoint)]
-        else:
-            endpoints = [settings.endpoint(n) for n in args.endpoint or
-                         [e.name for e in settings.endpoints]]
+        endpoints = endpoints_for(settings, args.endpoint, args.resume, store)
         settings.require_keys(endpoints, config_path)
         s = settings.sampling
         cells = cell_shares(catalog, s.scenarios, s.languages)

@@ -13,7 +13,7 @@ from monitor.stats import md_of
 from monitor.store import Store
 from monitor.watch.plan import POWER, cell_shares, evaluate, make_plan, one_shot_n, sd_from_md
 
-__all__ = ["cost_per_call", "plan_command"]
+__all__ = ["cost_per_call", "plan_command", "stored_usage"]
 
 
 def _number(text: str | None, flag: str, default: float, *, whole: bool = False) -> float:
@@ -48,13 +48,19 @@ def _fixed_baseline(store: Store | None, endpoint: str) -> int | None:
     return sum(r.triplets for r in (store.get_run(x) for x in base.run_ids) if r is not None)
 
 
+def stored_usage(store: Store | None, endpoint: str) -> dict[str, float | None]:
+    """The mean tokens and cost of the endpoint's ok calls (None where nothing is stored):
+    what cost_per_call prices."""
+    use = store.usage(endpoint) if store is not None else None
+    return {"input_tokens": use.mean_input_tokens if use else None,
+            "output_tokens": use.mean_output_tokens if use else None,
+            "cost_usd": use.mean_cost_usd if use else None}
+
+
 def _stored(store: Store | None, endpoint: str, catalog: Catalog,
             sd_arg: float | None) -> tuple[float, str, dict[str, float | None]]:
     """sd from the endpoint's baseline runs, and the mean tokens / cost of its ok calls."""
-    use = store.usage(endpoint) if store is not None else None
-    usage = {"input_tokens": use.mean_input_tokens if use else None,
-             "output_tokens": use.mean_output_tokens if use else None,
-             "cost_usd": use.mean_cost_usd if use else None}
+    usage = stored_usage(store, endpoint)
     if sd_arg is not None:
         return sd_arg, "--sd", usage
     base = store.baseline(endpoint) if store is not None else None

@@ -38,14 +38,15 @@ from monitor.measure.run import RunOptions, RunResult, run_endpoint
 from monitor.store import RunSummary, Store
 from monitor.vocab import RunStatus
 
-__all__ = ["probe_command", "resume_hint", "run_until_stopped"]
+__all__ = ["endpoints_for", "probe_command", "resume_hint", "run_until_stopped"]
 
 log = logging.getLogger("monitor.commands.probe")
 T = TypeVar("T")
 
 
-def _endpoints(settings: Settings, names: list[str] | None, resume: str | None,
-               store: Store) -> list[Endpoint]:
+def endpoints_for(settings: Settings, names: list[str] | None, resume: str | None,
+                  store: Store) -> list[Endpoint]:
+    """The endpoint of the run to resume, else the named ones, else all."""
     if resume:
         run = store.get_run(resume)
         if run is None:
@@ -128,7 +129,7 @@ def probe_command(args: argparse.Namespace) -> int:
     storage = str(settings.storage.path)
     results: list[RunResult] = []
     with Store(settings.storage.path) as store:
-        endpoints = _endpoints(settings, args.endpoint, args.resume, store)
+        endpoints = endpoints_for(settings, args.endpoint, args.resume, store)
         settings.require_keys(endpoints, config_path)
         for endpoint in endpoints:
             try:
