@@ -4,7 +4,7 @@
 
 Per replication (its own sampling seed): the baseline is the first --baseline-runs
 runs of the real Sampler's rotation, the cycle the next full rotation cycle
-(monitor.watch.shape.cycle_runs), as the daemon pools them after an automatic
+(Sampler.runs_per_cycle), as the daemon pools them after an automatic
 baseline. Scores come from the simulated model's distribution (stat_validation.Gen,
 demo biases, noise sd 1), each side's pooled excess JSD from the product's engine
 (bench/frames.jsd_table, 500 bootstrap replicates as the daemon) and the flag from
@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.frames import jsd_table
 from bench.stat_validation import DEMO_BIAS, LANGS, OUT, SCENARIOS, Gen
-from monitor.catalog import load_catalog
+from monitor.catalog import VARIANTS, load_catalog
 from monitor.config import Thresholds
+from monitor.measure.sampling import Sampler
 from monitor.stats import JSDRow
-from monitor.watch.plan import cell_shares
-from monitor.watch.shape import compare, cycle_runs
+from monitor.watch.shape import compare
 
 NAMES = [*LANGS, "overall"]
 
@@ -58,8 +58,9 @@ def condition(cat: Any, shift: dict[str, float], reps: int, n: int, base_runs: i
     flagged = np.zeros((reps, len(NAMES)), bool)
     covered = np.zeros((reps, len(NAMES)), bool)
     inside = np.zeros((reps, len(NAMES)), bool)
-    # The daemon's cycle: the monitored population over the run size.
-    cycle = cycle_runs(cell_shares(cat, SCENARIOS, LANGS).population, n)
+    # The daemon's cycle: the sampler's.
+    cycle = Sampler(cat, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0,
+                    triplets_per_run=n, languages=LANGS).runs_per_cycle
     for r in range(reps):
         rng = np.random.default_rng([r, 77])
         base = _rows(base_gen, base_gen.runs(r, n, base_runs), 0, rng, r)

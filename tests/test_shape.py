@@ -10,10 +10,14 @@ from typing import Any
 
 import pytest
 
-from monitor.catalog import Catalog
+from monitor.catalog import VARIANTS, Catalog
+from monitor.measure.sampling import Sampler
 from monitor.stats import JSDRow
-from monitor.watch.shape import compare, cycle_runs, due
+from monitor.watch.shape import compare, due
 from tests.support.helpers import DirectSimClient, sim_daemon, write_config
+
+LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
+SCEN = ["relocation", "travel", "university"]
 
 
 def _row(lang: str, value: float, lo: float, hi: float, n: int = 100,
@@ -46,8 +50,12 @@ def test_the_change_lies_inside_its_interval_and_is_flagged_only_beyond_the_thre
     assert down[0].changed and down[0].ci_upper < -0.02
 
 
-def test_a_cycle_is_every_monitored_triplet_once() -> None:
-    assert cycle_runs(1919, 40) == 48 and cycle_runs(1919, 2000) == 1
+def test_a_cycle_is_every_monitored_triplet_once(shipped_catalog: Catalog) -> None:
+    def cycle(n: int) -> int:
+        return Sampler(shipped_catalog, scenarios=SCEN, variants=list(VARIANTS), seed=0,
+                       triplets_per_run=n, languages=LANGS).runs_per_cycle
+
+    assert cycle(40) == 48 and cycle(2000) == 1  # 1,919 monitored triplets
     assert [k for k in range(1, 10) if due(k, 3)] == [3, 6, 9] and not due(0, 3)
 
 
@@ -71,11 +79,9 @@ def test_the_daemon_compares_each_cycle_with_the_baseline(
                                  "scenarios": ["university"]},
                        baseline={"auto_min_triplets": 300})
     daemon, _, store = sim_daemon(cfg, shipped_catalog)
-    from monitor.watch.plan import cell_shares
-
-    population = cell_shares(shipped_catalog, ["university"], langs).population
-    cycle = cycle_runs(population, 150)
-    assert 2 <= cycle <= 4, population  # the test's size: a few runs per cycle
+    cycle = Sampler(shipped_catalog, scenarios=["university"], variants=list(VARIANTS),
+                    seed=0, triplets_per_run=150, languages=langs).runs_per_cycle
+    assert 2 <= cycle <= 4, cycle  # the test's size: a few runs per cycle
     asyncio.run(_runs(daemon, shipped_catalog, [{}, {}] + [shift] * cycle))
     runs = store.runs("sim")
     base = store.baseline("sim")

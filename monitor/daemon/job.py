@@ -30,12 +30,12 @@ from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import triage
 from monitor.daemon.slack import SlackNotifier
 from monitor.measure import ChatClient, RunOptions, RunResult, run_endpoint
+from monitor.measure.sampling import Sampler
 from monitor.stats import MDRow, jsd_of
 from monitor.store import StatRow, Store
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import Evaluation, evaluate
-from monitor.watch.plan import cell_shares
-from monitor.watch.shape import compare, cycle_runs, due
+from monitor.watch.shape import compare, due
 
 __all__ = ["Daemon"]
 
@@ -60,7 +60,6 @@ class Daemon:
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
         self._baseline_cache: dict[tuple[str, str], list[MDRow]] = {}
-        self._cycles: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
 
     def count_failure(self, endpoint: str, why: str) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + 1
@@ -170,11 +169,10 @@ class Daemon:
         run, base = result.run, self.store.baseline(endpoint.name)
         if base is None or run.run_id in base.run_ids:
             return []
-        key = (tuple(run.scenarios), tuple(run.languages))
-        if key not in self._cycles:
-            population = cell_shares(self.catalog, run.scenarios, run.languages).population
-            self._cycles[key] = cycle_runs(population, self.settings.sampling.triplets_per_run)
-        cycle = self._cycles[key]
+        # One rotation cycle of the sampler that asked the runs (its strata are cached).
+        cycle = Sampler(self.catalog, scenarios=run.scenarios, variants=run.variants,
+                        seed=run.seed, triplets_per_run=self.settings.sampling.triplets_per_run,
+                        languages=run.languages).runs_per_cycle
         since = [r for r in self.store.runs(endpoint.name)
                  if r.status == RunStatus.COMPLETE and r.catalog_version == base.catalog_version
                  and r.setup == base.setup and r.run_id not in base.run_ids

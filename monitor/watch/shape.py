@@ -3,8 +3,8 @@ cycle's runs against the baseline's (docs/statistics.md, "JSD against the baseli
 
 Per-run JSD never pages: it is not directional (more local bias can lower a
 language's JSD) and one run is thin. Once the runs since the baseline cover one
-rotation cycle (every monitored triplet asked once: ceil(population / triplets
-per run) runs), their pooled excess JSD per language is compared with the
+rotation cycle (every monitored triplet asked once: Sampler.runs_per_cycle
+runs), their pooled excess JSD per language is compared with the
 baseline's. The change carries a 95% interval by the MOVER method (Zou & Donner
 2008: each side's distance to its own interval's bound, combined in quadrature),
 which keeps the change inside its interval whatever the intervals' asymmetry.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from monitor.stats import MIN_CELL_N, OVERALL, JSDRow
 from monitor.vocab import POOLED
 
-__all__ = ["ShapeRow", "compare", "cycle_runs", "due"]
+__all__ = ["ShapeRow", "compare", "due"]
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,6 @@ class ShapeRow:
     cycle_bits: float
     base_bits: float
     changed: bool
-
-
-def cycle_runs(population: int, triplets_per_run: int) -> int:
-    """Runs in one rotation cycle: every monitored triplet asked once."""
-    return max(1, math.ceil(population / max(1, triplets_per_run)))
 
 
 def due(runs_since_baseline: int, cycle: int) -> bool:
