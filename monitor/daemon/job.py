@@ -32,7 +32,7 @@ from monitor.daemon.slack import SlackNotifier
 from monitor.measure import ChatClient, RunOptions, RunResult, run_endpoint
 from monitor.measure.sampling import Sampler
 from monitor.stats import MDRow, jsd_of
-from monitor.store import StatRow, Store
+from monitor.store import Baseline, RunRow, StatRow, Store
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import Evaluation, evaluate
 from monitor.watch.shape import compare, due
@@ -145,7 +145,8 @@ class Daemon:
                         t.country, t.from_state, t.to_state, t.reason)
         self.state.set_flag("comparable", endpoint.name, int(ev.comparable))
         rows = [StatRow("drift", s, c, v) for (s, c), v in ev.drift.items()]
-        window = [r.run_id for r in self.store.runs(endpoint.name)
+        runs = self.store.runs(endpoint.name)  # read once: the JSD window and the shape check
+        window = [r.run_id for r in runs
                   if r.status == RunStatus.COMPLETE
                   and r.catalog_version == result.run.catalog_version]
         window = window[-self.settings.baseline.jsd_window_runs:]
@@ -156,37 +157,40 @@ class Daemon:
                                  n_boot=WINDOW_BOOT)]
         if ev.comparable:
             try:
-                rows += self._shape(endpoint, result)
+                rows += self._shape(endpoint, result, ev.baseline, runs)
             except Exception:  # informative only: it must not cost the run its drift rows
                 log.exception("endpoint %s: the JSD shape check failed; drift is stored",
                               endpoint.name)
         self.store.write_stats(result.run.run_id, rows, replace=False)
         return ev
 
-    def _shape(self, endpoint: Endpoint, result: RunResult) -> list[StatRow]:
+    def _shape(self, endpoint: Endpoint, result: RunResult, base: Baseline | None,
+               runs: list[RunRow]) -> list[StatRow]:
         """Once per rotation cycle since the baseline: each language's excess JSD of the
-        cycle's runs against the baseline's (monitor.watch.shape); informative, no page."""
-        run, base = result.run, self.store.baseline(endpoint.name)
+        cycle's runs against the baseline's (monitor.watch.shape); informative, no page.
+        `runs`: the endpoint's runs, oldest first."""
+        run = result.run
         if base is None or run.run_id in base.run_ids:
             return []
         # One rotation cycle of the sampler that asked the runs (its strata are cached).
         cycle = Sampler(self.catalog, scenarios=run.scenarios, variants=run.variants,
                         seed=run.seed, triplets_per_run=self.settings.sampling.triplets_per_run,
                         languages=run.languages).runs_per_cycle
-        since = [r for r in self.store.runs(endpoint.name)
+        since = [r for r in runs
                  if r.status == RunStatus.COMPLETE and r.catalog_version == base.catalog_version
                  and r.setup == base.setup and r.run_id not in base.run_ids
                  and r.started_at > base.set_at and r.languages == run.languages]
         if not since or since[-1].run_id != run.run_id or not due(len(since), cycle):
             return []
-        runs = [r.run_id for r in since[-cycle:]]
-        base_runs = [r for r in (self.store.get_run(x) for x in base.run_ids) if r is not None]
+        cycle_ids = [r.run_id for r in since[-cycle:]]
+        by_id = {r.run_id: r for r in runs}  # the baseline's runs are the endpoint's too
+        base_runs = [by_id[x] for x in base.run_ids if x in by_id]
         if any(r.languages != run.languages for r in base_runs):
             log.info("endpoint %s: the baseline was asked in other languages; the JSD shape "
                      "is not compared", endpoint.name)
             return []
         threshold = self.settings.thresholds.jsd_excess_bits
-        now = jsd_of(self.store, runs, run.languages, seed=run.seed, n_boot=WINDOW_BOOT)
+        now = jsd_of(self.store, cycle_ids, run.languages, seed=run.seed, n_boot=WINDOW_BOOT)
         then = jsd_of(self.store, base.run_ids, run.languages, seed=base_runs[0].seed,
                       n_boot=WINDOW_BOOT)
         out = []
@@ -195,9 +199,9 @@ class Daemon:
                 log.warning("endpoint %s: the JSD of the scores in %s against all languages "
                             "pooled moved from the baseline's by %+.4f bits [%+.4f, %+.4f] over "
                             "the last %d runs (thresholds.jsd_excess_bits %g)", endpoint.name,
-                            r.language, r.change_bits, r.ci_lower, r.ci_upper, len(runs),
+                            r.language, r.change_bits, r.ci_lower, r.ci_upper, len(cycle_ids),
                             threshold)
-            extra = json.dumps({"cycle_runs": cycle, "runs": len(runs), "n_base": r.n_base,
+            extra = json.dumps({"cycle_runs": cycle, "runs": len(cycle_ids), "n_base": r.n_base,
                                 "cycle_bits": r.cycle_bits, "base_bits": r.base_bits,
                                 "threshold_bits": threshold, "changed": r.changed})
             out.append(StatRow("jsd_shift", POOLED, r.language, r.change_bits, r.ci_lower,
