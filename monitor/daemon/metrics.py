@@ -98,7 +98,8 @@ class MetricsState:
 def _load(store: Store, ep: str) -> Snapshot:
     snap = Snapshot()
     # Nothing pages before a baseline exists: the metrics say so from the start.
-    snap.baseline_present[ep] = int(store.baseline(ep) is not None)
+    base = store.baseline(ep)
+    snap.baseline_present[ep] = int(base is not None)
     finished = store.latest_run(ep, [RunStatus.COMPLETE, RunStatus.PARTIAL, RunStatus.FAILED])
     if finished is not None and finished.finished_at is not None:
         snap.last_run_ts[ep] = finished.finished_at.timestamp()
@@ -119,7 +120,6 @@ def _load(store: Store, ep: str) -> Snapshot:
                 snap.coverage[(ep, st.key)] = st.value
             elif st.kind.startswith("weakness_"):  # weakness_local / weakness_foreign
                 snap.weakness_share[(ep, st.key, st.kind.removeprefix("weakness_"))] = st.value
-        base = store.baseline(ep)
         if base is not None:  # read back, so the gauge survives a restart
             model = store.run_model_ids([measured.run_id])[measured.run_id]
             snap.comparable[ep] = int(model == base.model_id
