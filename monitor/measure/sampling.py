@@ -29,16 +29,29 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from monitor.catalog import VARIANTS, Catalog, Triplet
 
 __all__ = ["ProbeSpec", "Sampler"]
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 _ORDERS: dict[tuple[str, int, tuple[str, ...], tuple[str, ...], int], tuple[Triplet, ...]] = {}
 _STRATA: dict[tuple[str, tuple[str, ...], tuple[str, ...], bool],
               dict[tuple[str, str], list[Triplet]]] = {}
+
+
+def _memo(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    """`make()` once per key in this process; the 8 newest keys are kept."""
+    if key not in cache:
+        if len(cache) >= 8:
+            cache.pop(next(iter(cache)))
+        cache[key] = make()
+    return cache[key]
 
 
 @dataclass(frozen=True)
@@ -80,11 +93,7 @@ class Sampler:
         # per catalogue, scenarios and languages in a process.
         key = (catalog.version, tuple(self.scenarios), tuple(sorted(self.monitored or ())),
                self.monitored is None)
-        if key not in _STRATA:
-            if len(_STRATA) >= 8:
-                _STRATA.pop(next(iter(_STRATA)))
-            _STRATA[key] = self._strata()
-        self.strata = _STRATA[key]
+        self.strata = _memo(_STRATA, key, self._strata)
         self.population = sum(len(t) for t in self.strata.values())
         if self.population == 0:
             raise ValueError("the selected scenarios have no triplets")
@@ -110,11 +119,7 @@ class Sampler:
         # this key, so it is computed once per process, not once per run.
         key = (self.catalog.version, self.seed, tuple(self.scenarios),
                tuple(sorted(self.monitored or ())), cycle)
-        if key not in _ORDERS:
-            if len(_ORDERS) >= 8:
-                _ORDERS.pop(next(iter(_ORDERS)))
-            _ORDERS[key] = self._order(cycle)
-        return _ORDERS[key]
+        return _memo(_ORDERS, key, lambda: self._order(cycle))
 
     def _order(self, cycle: int) -> tuple[Triplet, ...]:
         rng = random.Random(f"{self.catalog.version}:{self.seed}:{cycle}")
