@@ -30,6 +30,7 @@ class RunStatus(StrEnum):
     PARTIAL = "partial"  # stopped early by the daily budget; its statistics are made
     FAILED = "failed"  # no statistics: nothing could be scored, or closed unresumed
     INTERRUPTED = "interrupted"  # resumable
+    TOPUP = "topup"  # a run's top-up confirmation (monitor.measure.topup): never a run of its own
 
 
 #: Runs with statistics: what reports, baselines and gauges read.

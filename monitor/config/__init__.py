@@ -22,12 +22,14 @@ from monitor.config.model import (
     Slack,
     Storage,
     Thresholds,
+    Topup,
     parse_every,
 )
 from monitor.config.target import HTTP_PLACEHOLDERS, PLACEHOLDER_RE, HttpTarget, parse_path
 
 __all__ = ["AUTO_BASELINE_RUNS", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS", "PLACEHOLDER_RE", "Alerts",
            "BaselineCfg", "Budget", "CatalogCfg", "Endpoint", "HttpTarget", "Metrics", "Sampling",
-           "Schedule", "Settings", "Setup", "Slack", "Storage", "Thresholds", "demo_config_path",
+           "Schedule", "Settings", "Setup", "Slack", "Storage", "Thresholds", "Topup",
+           "demo_config_path",
            "load_settings", "masked_dump", "parse_every", "parse_path", "parse_since",
            "resolve_config_path", "setup_for"]

@@ -18,7 +18,8 @@ from monitor.config.target import HttpTarget
 from monitor.errors import ConfigError
 from monitor.vocab import AnswerFormat, Persona, Variant
 
-__all__ = ["AUTO_BASELINE_RUNS", "Endpoint", "Settings", "Slack", "Thresholds", "parse_every"]
+__all__ = ["AUTO_BASELINE_RUNS", "Endpoint", "Settings", "Slack", "Thresholds", "Topup",
+           "parse_every"]
 
 _Strict = ConfigDict(extra="forbid", frozen=True)
 _EVERY = re.compile(r"^(\d+)(s|m|h|d)$")
@@ -199,6 +200,33 @@ class Thresholds(BaseModel):
                            description="LLR CUSUM alarm level (nats); `monitor plan` sizes it.")
 
 
+class Topup(BaseModel):
+    """The top-up confirmation of a suspected drift (monitor.watch.topup): defaults
+    chosen by bench/topup.py (docs/benchmarks.md) for 40-triplet runs."""
+
+    model_config = _Strict
+    enabled: bool = Field(True, description="Confirm a suspected drift with fresh triplets "
+                                            "in the same run before paging.")
+    suspect_h: float = Field(2.5, gt=0, le=100,
+                             description="CUSUM level (nats) at which a pooled cell is topped up.")
+    alpha: float = Field(0.02, gt=0, lt=0.5,
+                         description="Chance a top-up confirms a shift that is not there.")
+    beta: float = Field(0.1, gt=0, lt=0.5,
+                        description="Chance a top-up dismisses a real shift of drift_md_points.")
+    batch_triplets: int = Field(10, ge=1, le=10_000,
+                                description="Fresh triplets holding the country per batch.")
+    max_triplets: int = Field(100, ge=1, le=100_000,
+                              description="At most this many per cell per run (each asked in "
+                                          "every language).")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Topup:
+        if self.batch_triplets > self.max_triplets:
+            raise ValueError(f"topup.batch_triplets ({self.batch_triplets}) is more than "
+                             f"topup.max_triplets ({self.max_triplets}); lower the batch")
+        return self
+
+
 #: Runs' worth of triplets the automatic baseline waits for when
 #: baseline.auto_min_triplets is null: with 10, the baseline's own estimation
 #: error made the CUSUM page on noise about once per 100 runs at 40 triplets per
@@ -257,6 +285,7 @@ class Settings(BaseSettings):
     sampling: Sampling = Field(default_factory=Sampling)
     schedule: Schedule = Field(default_factory=Schedule)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    topup: Topup = Field(default_factory=Topup)
     alerts: Alerts = Field(default_factory=Alerts)
     baseline: BaselineCfg = Field(default_factory=BaselineCfg)
     metrics: Metrics = Field(default_factory=Metrics)

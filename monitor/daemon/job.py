@@ -29,13 +29,17 @@ from monitor.daemon import outbox
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import triage
 from monitor.daemon.slack import SlackNotifier
+from monitor.daemon.topup import confirm
 from monitor.measure import ChatClient, RunOptions, RunResult, run_endpoint
+from monitor.measure.run import make_client
 from monitor.measure.sampling import Sampler
 from monitor.stats import MDRow, jsd_of
 from monitor.store import Baseline, RunRow, StatRow, Store
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import Evaluation, evaluate
+from monitor.watch.evaluate import suspects
 from monitor.watch.shape import compare, due
+from monitor.watch.topup import Verdict
 
 __all__ = ["Daemon"]
 
@@ -93,7 +97,8 @@ class Daemon:
                 log.warning("metrics refresh failed: %s", type(refresh_exc).__name__)
 
     async def _one(self, endpoint: Endpoint, opts: RunOptions) -> None:
-        client = self.client_factory(endpoint) if self.client_factory else None
+        client = (self.client_factory(endpoint) if self.client_factory
+                  else make_client(self.catalog, endpoint))
         result = await run_endpoint(self.settings, self.catalog, self.store, endpoint, opts,
                                     client=client)
         counts = result.status_counts
@@ -109,7 +114,8 @@ class Daemon:
             await asyncio.to_thread(self.state.refresh, self.store, endpoint.name)
             await asyncio.to_thread(self.deliver, endpoint)
             return
-        ev = await asyncio.to_thread(self._after_run, endpoint, result)
+        verdicts = await self._topup(endpoint, result, client)
+        ev = await asyncio.to_thread(self._after_run, endpoint, result, verdicts)
         payloads = [outbox.transition(t) for t in ev.to_notify]
         if not ev.comparable and ev.baseline is not None and "changed" in ev.note:
             payloads.append(outbox.note(ev.note))
@@ -129,15 +135,57 @@ class Daemon:
                                 self.delivery_failures[endpoint.name])
         return ok
 
-    def _after_run(self, endpoint: Endpoint, result: RunResult) -> Evaluation:
+    async def _topup(self, endpoint: Endpoint, result: RunResult,
+                     client: ChatClient) -> dict[str, Verdict]:
+        """The top-up confirmation of the cells this run makes suspect (monitor.daemon.topup);
+        a failure is logged and the run is evaluated without it."""
+        if not self.settings.topup.enabled or result.run.status != RunStatus.COMPLETE:
+            return {}
+        try:
+            found = await asyncio.to_thread(suspects, self.settings, self.catalog, self.store,
+                                            result.run, result.summary,
+                                            cache=self._baseline_cache)
+            if not found:
+                return {}
+            fits, room = self._room(endpoint, len(result.run.languages))
+            if not fits:
+                log.info("endpoint %s: top-up of %s skipped: today's budget is spent",
+                         endpoint.name, ", ".join(s.country for s in found))
+                return {}
+            return await confirm(self.settings, self.catalog, self.store, endpoint, result.run,
+                                 found, client, room)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("endpoint %s: the top-up failed; the run is evaluated without it",
+                          endpoint.name)
+            return {}
+
+    def _room(self, endpoint: Endpoint, languages: int) -> tuple[bool, float | None]:
+        """Whether today's budget leaves room for a batch of top-up, and the dollars it
+        leaves (None: no dollar cap)."""
+        b = self.settings.budget
+        day = self.clock().replace(hour=0, minute=0, second=0, microsecond=0)
+        use = self.store.usage(endpoint.name, since=day)
+        batch = self.settings.topup.batch_triplets * languages
+        if b.max_probes_per_day is not None and b.max_probes_per_day - use.calls < batch:
+            return False, None
+        if b.max_usd_per_day is None:
+            return True, None
+        left = b.max_usd_per_day - float(use.cost_usd)
+        return left > 0, left
+
+    def _after_run(self, endpoint: Endpoint, result: RunResult,
+                   verdicts: dict[str, Verdict] | None = None) -> Evaluation:
         with self.store.session():  # one connection for the whole aftermath
-            ev = self._evaluate(endpoint, result)
+            ev = self._evaluate(endpoint, result, verdicts)
             self.state.refresh(self.store, endpoint.name)
         return ev
 
-    def _evaluate(self, endpoint: Endpoint, result: RunResult) -> Evaluation:
+    def _evaluate(self, endpoint: Endpoint, result: RunResult,
+                  verdicts: dict[str, Verdict] | None = None) -> Evaluation:
         ev = evaluate(self.settings, self.catalog, self.store, result.run, result.summary,
-                      cache=self._baseline_cache)
+                      cache=self._baseline_cache, verdicts=verdicts)
         if not ev.comparable:
             log.info("endpoint %s: %s", endpoint.name, ev.note)
         for t in ev.transitions:

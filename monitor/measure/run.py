@@ -42,7 +42,8 @@ from monitor.store import RunRow, Store
 from monitor.store import owner as owners
 from monitor.vocab import LABELS, AnswerFormat, RunStatus, Variant
 
-__all__ = ["DRAIN_S", "RunOptions", "RunResult", "finish_run", "plan_run", "run_endpoint"]
+__all__ = ["DRAIN_S", "RunOptions", "RunResult", "ask", "finish_run", "make_client",
+           "plan_run", "run_endpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,13 @@ def _new_run(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpo
                   None, 1, setup.key), setup
 
 
+def make_client(catalog: Catalog, endpoint: Endpoint) -> ChatClient:
+    """The endpoint's client (the simulated one is told where the catalogue is)."""
+    extra = ({"catalog_path": str(catalog.root), "catalog_extra": [str(p) for p in catalog.extra]}
+             if endpoint.simulated else None)
+    return LLMClient(endpoint, extra_params=extra)
+
+
 async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
                        opts: RunOptions = RunOptions(), progress: Progress | None = None,
                        client: ChatClient | None = None) -> RunResult:
@@ -172,18 +180,30 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
         await asyncio.to_thread(import_spools, store, run.run_id)
     sampler = Sampler(catalog, scenarios=run.scenarios, variants=run.variants, seed=run.seed,
                       triplets_per_run=run.triplets, languages=run.languages)
+    client = client or make_client(catalog, endpoint)
+    guard = CostGuard(opts.max_cost_usd)
+    await ask(catalog, store, endpoint, run, setup, sampler.sample(run.run_index), client, guard,
+              progress=progress, resumed=opts.resume is not None)
+    return await asyncio.to_thread(finish_run, settings, catalog, store, run,
+                                   partial=guard.refused > 0)
+
+
+async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, setup: Setup,
+              specs: list[ProbeSpec], client: ChatClient, guard: CostGuard, *,
+              progress: Progress | None = None, resumed: bool = False,
+              stop_status: RunStatus | None = RunStatus.INTERRUPTED) -> int:
+    """Ask every spec in every language of `run` (what is already stored is skipped),
+    storing answers as they arrive; returns how many calls were not asked (the
+    budget, a storage failure). On a signal or crash the run is marked
+    `stop_status` (None: left as it is) and the exception goes on."""
     done = store.done_calls(run.run_id)
-    todo = [(spec, lang) for spec in sampler.sample(run.run_index) for lang in run.languages
+    todo = [(spec, lang) for spec in specs for lang in run.languages
             if (spec.triplet.id, lang) not in done]
-    extra = ({"catalog_path": str(catalog.root), "catalog_extra": [str(p) for p in catalog.extra]}
-             if endpoint.simulated else None)
-    client = client or LLMClient(endpoint, extra_params=extra)
     if progress:
         progress.start(run.run_id, len(todo))
-    writer = Writer(store, run.run_id, resumed=opts.resume is not None)
+    writer = Writer(store, run.run_id, resumed=resumed)
     writing = asyncio.create_task(writer.run())
     beating = asyncio.create_task(writer.heartbeat())
-    guard = CostGuard(opts.max_cost_usd)
     # The calls in flight, as the client allows: a call decides to start only once it
     # has its slot, so that a storage failure stops every call not yet on the wire.
     slots = asyncio.Semaphore(endpoint.max_concurrency)
@@ -248,20 +268,21 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
                if isinstance(exc, asyncio.CancelledError)
                else "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
                else f"interrupted by an error: {type(exc).__name__}")
-        with contextlib.suppress(StoreError):
-            await asyncio.to_thread(store.finish_run, run.run_id, RunStatus.INTERRUPTED, why)
+        if stop_status is not None:
+            with contextlib.suppress(StoreError):
+                await asyncio.to_thread(store.finish_run, run.run_id, stop_status, why)
         raise
     await drain()
     if progress:
         progress.finish()
     if writer.failure is not None:
         err = writer.stopped(writer.failure, len(todo), not_asked)
-        with contextlib.suppress(StoreError):  # may not fit either: then close_orphans will
-            await asyncio.to_thread(store.finish_run, run.run_id, RunStatus.INTERRUPTED,
-                                    f"storage failed: {writer.failure}"[:500])
+        if stop_status is not None:
+            with contextlib.suppress(StoreError):  # may not fit either: close_orphans will
+                await asyncio.to_thread(store.finish_run, run.run_id, stop_status,
+                                        f"storage failed: {writer.failure}"[:500])
         raise err
-    return await asyncio.to_thread(finish_run, settings, catalog, store, run,
-                                   partial=guard.refused > 0)
+    return not_asked
 
 
 def finish_run(settings: Settings, catalog: Catalog, store: Store, run: RunRow, *,

@@ -43,6 +43,7 @@ V = TypeVar("V")
 _ORDERS: dict[tuple[str, int, tuple[str, ...], tuple[str, ...], int], tuple[Triplet, ...]] = {}
 _STRATA: dict[tuple[str, tuple[str, ...], tuple[str, ...], bool],
               dict[tuple[str, str], list[Triplet]]] = {}
+_HOLDING: dict[tuple[str, tuple[str, ...], tuple[str, ...], bool, str], tuple[Triplet, ...]] = {}
 
 
 def _memo(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
@@ -141,6 +142,38 @@ class Sampler:
         ids = triplet.option_ids
         order = (ids[-rotation:] + ids[:-rotation]) if rotation else ids
         return ProbeSpec(triplet, variant, (order[0], order[1], order[2]), cycle, pos)
+
+    def holding(self, country: str) -> tuple[Triplet, ...]:
+        """The population's triplets with an option of `country` (a top-up's pool)."""
+        key = (self.catalog.version, tuple(self.scenarios),
+               tuple(sorted(self.monitored or ())), self.monitored is None, country)
+
+        def make() -> tuple[Triplet, ...]:
+            out = []
+            for (scen, _), members in self.strata.items():
+                options = self.catalog.scenarios[scen].options
+                out += [t for t in members
+                        if any(options[o].country == country for o in t.option_ids)]
+            return tuple(out)
+        return _memo(_HOLDING, key, make)
+
+    def topup(self, run_index: int, country: str, start: int, k: int,
+              exclude: set[str]) -> list[ProbeSpec]:
+        """Fresh triplets holding `country` for run `run_index`'s top-up: draws start ..
+        start + k of a seeded order of the pool without the `exclude`d triplet ids
+        (the run's own), reproducible; variant and order rotate as in a run."""
+        pool = [t for t in self.holding(country) if t.id not in exclude]
+        rng = random.Random(f"{self.catalog.version}:{self.seed}:topup:{run_index}:{country}")
+        order = rng.sample(pool, len(pool))
+        n_var = len(self.variants)
+        specs = []
+        for pos in range(start, min(start + k, len(order))):
+            t = order[pos]
+            rotation = (pos // n_var) % 3
+            ids = t.option_ids
+            o = (ids[-rotation:] + ids[:-rotation]) if rotation else ids
+            specs.append(ProbeSpec(t, self.variants[pos % n_var], (o[0], o[1], o[2]), -1, pos))
+        return specs
 
     def sample(self, run_index: int) -> list[ProbeSpec]:
         """The triplets of run `run_index` (0-based, counted per endpoint)."""

@@ -41,12 +41,13 @@ import numpy as np
 from monitor.stats import MIN_CELL_N, MDRow, tested
 from monitor.vocab import AlertState, LevelState
 
-__all__ = ["CAP_H", "FIRING", "LEVEL_RUNS", "MIN_SD", "OK", "PENDING", "CellState",
-           "Observation", "advance", "level_step", "observe", "step", "variance", "z_score"]
+__all__ = ["CAP_H", "CODES", "FIRING", "LEVEL_RUNS", "MIN_SD", "OK", "PENDING", "STATES",
+           "CellState", "Observation", "advance", "level_step", "observe", "step", "variance",
+           "z_score"]
 
 OK, PENDING, FIRING = AlertState.OK, AlertState.PENDING, AlertState.FIRING
-_CODES = {OK: 0, PENDING: 1, FIRING: 2}
-_STATES = {v: k for k, v in _CODES.items()}
+CODES = {OK: 0, PENDING: 1, FIRING: 2}  # the state codes of advance()
+STATES = {v: k for k, v in CODES.items()}
 CAP_H = 2.0
 #: Points. Integer scores let a very consistent model's baseline sd come out ~0;
 #: below this floor one run's small move would count as near-certain evidence.
@@ -154,10 +155,10 @@ def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: fl
     z = z_score(obs)
     valid = np.array(z is not None)
     code, up, down, runs = advance(
-        np.array(_CODES[AlertState(prev.state)]), np.array(prev.s_plus), np.array(prev.s_minus),
+        np.array(CODES[AlertState(prev.state)]), np.array(prev.s_plus), np.array(prev.s_minus),
         np.array(prev.alarm_runs), np.array(obs.md - obs.md_base), np.array(obs.variance),
         valid, delta=drift_points, h=h, min_runs_firing=min_runs_firing)
-    state = _STATES[int(code)]
+    state = STATES[int(code)]
     s_plus, s_minus = float(up), float(down)
     calm = bool(valid) and s_plus <= 0 and s_minus <= 0
     calm_runs = prev.calm_runs + 1 if calm else 0

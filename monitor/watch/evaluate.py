@@ -25,11 +25,12 @@ from monitor.config import Settings
 from monitor.stats import MDRow, Summary, md_of
 from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
 from monitor.vocab import POOLED, AlertState, LevelState
+from monitor.watch import topup
 from monitor.watch.baseline import auto_baseline, comparable, run_model
-from monitor.watch.drift import LEVEL_RUNS, CellState, observe, step
+from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, observe, step
 from monitor.watch.movers import Mover, rank_movers
 
-__all__ = ["Evaluation", "Transition", "bias_or_leniency", "evaluate"]
+__all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "evaluate", "suspects"]
 
 TOP_MOVERS_SLACK = 3
 
@@ -108,10 +109,90 @@ def bias_or_leniency(did: float, lo: float, hi: float) -> str:
             "(no bias shown beyond it)")
 
 
+@dataclass(frozen=True)
+class Suspect:
+    """A pooled country cell whose CUSUM this run would take past topup.suspect_h."""
+
+    country: str
+    side: int  # +1 up, -1 down
+    cusum: float
+    base: MDRow  # the baseline's cell
+
+
+def _base_md(catalog: Catalog, store: Store, run: RunRow, baseline: Baseline,
+             cache: dict[tuple[str, str], list[MDRow]] | None) -> dict[tuple[str, str], MDRow]:
+    key = (run.endpoint, str(baseline.set_at))
+    base_md = cache.get(key) if cache is not None else None
+    if base_md is None:
+        base_md = md_of(store, baseline.run_ids, run.languages, catalog.languages)
+        if cache is not None:
+            cache.clear()
+            cache[key] = base_md
+    return {(r.scenario, r.country): r for r in base_md}
+
+
+def _prev(old: Any) -> CellState:
+    return CellState() if old is None else CellState(
+        old.state, old.s_plus, old.s_minus, old.alarm_runs, old.calm_runs,
+        level=old.level, level_runs=old.level_runs)
+
+
+def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, summary: Summary,
+             *, cache: dict[tuple[str, str], list[MDRow]] | None = None) -> list[Suspect]:
+    """The pooled cells a top-up should confirm before this run is evaluated (nothing
+    is stored): compared cells, not FIRING, whose CUSUM would pass topup.suspect_h."""
+    if not settings.topup.enabled:
+        return []
+    baseline = store.baseline(run.endpoint)
+    if baseline is None or comparable(baseline, run, run_model(run, summary.model_ids)):
+        return []
+    base = _base_md(catalog, store, run, baseline, cache)
+    saved = store.alert_states(run.endpoint)
+    t = settings.thresholds
+    out = []
+    for r in summary.md:
+        b = base.get((r.scenario, r.country))
+        if r.scenario != POOLED or b is None or (obs := observe(r, b)) is None:
+            continue
+        new = step(_prev(saved.get((r.scenario, r.country))), obs,
+                   drift_points=t.drift_md_points, h=t.cusum_h, md_threshold=t.md_points,
+                   min_runs_firing=settings.alerts.min_runs_firing)
+        hot, side = topup.suspect(CODES[AlertState(new.state)], new.s_plus, new.s_minus,
+                                  settings.topup.suspect_h)
+        if bool(hot):
+            out.append(Suspect(r.country, int(side), max(new.s_plus, new.s_minus), b))
+    return out
+
+
+def _after_topup(new: CellState, v: topup.Verdict, settings: Settings) -> CellState:
+    """The cell's state once its top-up has spoken (monitor.watch.topup.apply)."""
+    code, up, down, runs = topup.apply(CODES[AlertState(new.state)], new.s_plus, new.s_minus,
+                                       new.alarm_runs, True, v.side, v.decision)
+    state = STATES[int(code)]
+    a, b = topup.bounds(settings.topup.alpha, settings.topup.beta)
+    side = "up" if v.side > 0 else "down"
+    lo, hi = v.ci
+    fresh = (f"{v.n} fresh triplets: MD {v.md:+.2f} [{lo:+.2f}, {hi:+.2f}], SPRT "
+             f"{v.llr:.1f} nats")
+    if v.decision == topup.CONFIRM:
+        reason = (f"drift {side}: CUSUM past {settings.topup.suspect_h:g}, confirmed by a "
+                  f"top-up of {fresh} >= {a:.1f}")
+    elif v.decision == topup.DISMISS:
+        reason = (f"suspected drift {side} dismissed by a top-up of {fresh} <= {b:.1f}; "
+                  "that side's CUSUM restarts" if state == AlertState.OK else new.reason)
+    else:
+        reason = (f"drift {side} suspected, top-up inconclusive after {fresh}; asked "
+                  "again next run")
+    return CellState(state, float(up), float(down), int(runs), new.calm_runs, new.z, reason,
+                     new.level, new.level_runs)
+
+
 def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, summary: Summary,
              *, now: datetime | None = None,
-             cache: dict[tuple[str, str], list[MDRow]] | None = None) -> Evaluation:
-    """`cache` (owned by the caller) keeps the baseline's MD between runs."""
+             cache: dict[tuple[str, str], list[MDRow]] | None = None,
+             verdicts: dict[str, topup.Verdict] | None = None) -> Evaluation:
+    """`cache` (owned by the caller) keeps the baseline's MD between runs; `verdicts`
+    are this run's top-ups, by country (monitor.measure.topup)."""
     now = now or datetime.now(UTC)
     model = run_model(run, summary.model_ids)
     baseline = store.baseline(run.endpoint)
@@ -122,15 +203,9 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         return Evaluation(run.endpoint, run.run_id, baseline, False, note)
     if (why := comparable(baseline, run, model)) is not None:
         return Evaluation(run.endpoint, run.run_id, baseline, False, why)
-    key = (run.endpoint, str(baseline.set_at))
-    base_md = cache.get(key) if cache is not None else None
-    if base_md is None:
-        base_md = md_of(store, baseline.run_ids, run.languages, catalog.languages)
-        if cache is not None:
-            cache.clear()
-            cache[key] = base_md
-    base = {(r.scenario, r.country): r for r in base_md}
+    base = _base_md(catalog, store, run, baseline, cache)
     saved = store.alert_states(run.endpoint)
+    verdicts = verdicts or {}
     ev = Evaluation(run.endpoint, run.run_id, baseline, True, "compared with the baseline")
     ev.fingerprint_note = _fingerprint_change(store, run.endpoint, run.run_id)
     t = settings.thresholds
@@ -140,14 +215,14 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         cell = (r.scenario, r.country)
         b = base.get(cell)
         old = saved.get(cell)
-        prev = CellState() if old is None else CellState(
-            old.state, old.s_plus, old.s_minus, old.alarm_runs, old.calm_runs,
-            level=old.level, level_runs=old.level_runs)
+        prev = _prev(old)
         obs = observe(r, b)
         if obs is not None:
             ev.drift[cell] = obs.md - obs.md_base
         new = step(prev, obs, drift_points=t.drift_md_points, h=t.cusum_h,
                    md_threshold=t.md_points, min_runs_firing=settings.alerts.min_runs_firing)
+        if r.scenario == POOLED and obs is not None and (v := verdicts.get(r.country)):
+            new = _after_topup(new, v, settings)
         ev.states[cell] = new
         changed = new.state != prev.state
         rows.append(CellRecord(r.scenario, r.country, new.state, new.s_plus, new.s_minus,

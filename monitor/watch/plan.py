@@ -26,6 +26,7 @@ from monitor.config import AUTO_BASELINE_RUNS
 from monitor.errors import UsageError
 from monitor.stats import MIN_CELL_N, MDRow
 from monitor.vocab import POOLED
+from monitor.watch import topup
 from monitor.watch.drift import advance, variance
 
 __all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "cell_shares", "evaluate", "make_plan",
@@ -94,6 +95,67 @@ def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, bas
         fired[:, :, t] = (new == 2) & (state != 2)
         state = new
     return fired
+
+
+class TopupParams(NamedTuple):
+    """The top-up's settings (config `topup`), as the simulation takes them."""
+
+    suspect_h: float
+    alpha: float
+    beta: float
+    batch: int  # fresh triplets holding the country per batch
+    cap: int  # at most this many per cell per run
+
+
+def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
+                   tp: TopupParams, base_triplets: np.ndarray, drift_points: float,
+                   min_runs_firing: int, runs: int = RUNS, reps: int = REPS,
+                   shift_at: int = 0, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """(FIRING entries, fresh triplets asked), each of shape (rep, run, cell): the
+    daemon's detector with the top-up confirmation (monitor.watch.topup) on normal
+    data; a baseline of base_triplets per cell, with its estimation error."""
+    rng = np.random.default_rng(seed)
+    n = np.asarray(n_cell, float)[None, :]
+    nb = np.broadcast_to(np.asarray(base_triplets, float)[None, :], n.shape)
+    shape = (reps, n.shape[1])
+    valid = np.broadcast_to((n >= 1) & (nb >= MIN_CELL_N), shape)
+    md_b = rng.standard_normal(shape) * sd / np.sqrt(nb)
+    se_b = sd * np.sqrt(rng.chisquare(np.maximum(nb - 1, 1), shape) / np.maximum(nb - 1, 1)
+                        / nb)
+    var = variance(se_b, nb, n)
+    s_plus, s_minus, alarm_runs = (np.zeros(shape) for _ in range(3))
+    state = np.zeros(shape, np.int8)
+    fired = np.zeros((reps, runs, n.shape[1]), bool)
+    asked = np.zeros((reps, runs, n.shape[1]), np.int32)
+    for t in range(runs):
+        mu = shift if t >= shift_at else 0.0
+        diff = mu + rng.standard_normal(shape) * sd / np.sqrt(n) - md_b
+        new, s_plus, s_minus, alarm_runs = advance(
+            state, s_plus, s_minus, alarm_runs, diff, var, valid, delta=drift_points, h=h,
+            min_runs_firing=min_runs_firing)
+        hot, side = topup.suspect(new, s_plus, s_minus, tp.suspect_h)
+        hot &= valid
+        # The sequential test on fresh draws, batch by batch, for the suspected cells.
+        total = np.zeros(shape)
+        k = np.zeros(shape)
+        decision = np.zeros(shape, np.int8)
+        open_ = hot.copy()
+        while open_.any() and (k < tp.cap).any():
+            step = np.where(open_, np.minimum(tp.batch, tp.cap - k), 0)
+            total += np.where(step > 0, mu * step + rng.standard_normal(shape) * sd
+                              * np.sqrt(np.maximum(step, 1)), 0.0)
+            k += step
+            value = topup.llr(k, np.where(k > 0, total / np.maximum(k, 1), 0.0) - md_b,
+                              se_b, nb, side, drift_points)
+            d = topup.decide(value, tp.alpha, tp.beta)
+            decision = np.where(open_, d, decision)
+            open_ &= (d == topup.UNDECIDED) & (k < tp.cap)
+        asked[:, t] = k
+        new, s_plus, s_minus, alarm_runs = topup.apply(new, s_plus, s_minus, alarm_runs, hot,
+                                                       side, decision)
+        fired[:, t] = (new == 2) & (state != 2)
+        state = new
+    return fired, asked
 
 
 def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float,

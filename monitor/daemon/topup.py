@@ -1,0 +1,113 @@
+"""The top-up confirmation, asked: fresh triplets for each suspected cell of a run.
+
+After a run's own sample is stored and before the run is evaluated, each
+pooled country cell whose CUSUM the run would take past topup.suspect_h
+(monitor.watch.evaluate.suspects) is topped up: batches of
+topup.batch_triplets fresh triplets holding the country, none of the run's own
+(Sampler.topup, seeded by the run), each asked in every language of the run,
+until the SPRT of monitor.watch.topup confirms or dismisses the shift or
+topup.max_triplets are asked. The answers go to a run row of their own,
+`<run id>-topup-<country>` with status "topup", so that they are stored and
+counted (calls, cost, the daily budget) but never enter the run's statistics,
+baselines or reports: the run's MD stays the estimate of its own sample. The
+verdicts are stored with the run (run_stats kind "topup") and feed evaluate().
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from monitor.catalog import Catalog
+from monitor.config import Endpoint, Settings, Setup, setup_for
+from monitor.measure.budget import CostGuard
+from monitor.measure.llm import ChatClient
+from monitor.measure.run import ask
+from monitor.measure.sampling import Sampler
+from monitor.stats import md_of
+from monitor.store import RunRow, StatRow, Store
+from monitor.store import owner as owners
+from monitor.vocab import POOLED, RunStatus
+from monitor.watch import topup
+from monitor.watch.evaluate import Suspect
+
+__all__ = ["confirm", "topup_run_id"]
+
+log = logging.getLogger(__name__)
+
+
+def topup_run_id(run_id: str, country: str) -> str:
+    return f"{run_id}-topup-{country}"
+
+
+async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
+                  run: RunRow, found: list[Suspect], client: ChatClient,
+                  max_cost_usd: float | None) -> dict[str, topup.Verdict]:
+    """Top up every suspected cell; the verdicts by country (also stored with the run).
+    `max_cost_usd`: what today's budget still allows (None: no cap)."""
+    sampler = Sampler(catalog, scenarios=run.scenarios, variants=run.variants, seed=run.seed,
+                      triplets_per_run=run.triplets, languages=run.languages)
+    own = {s.triplet.id for s in sampler.sample(run.run_index)}
+    setup = setup_for(endpoint, run.languages, list(catalog.languages))
+    guard = CostGuard(max_cost_usd)  # shared: all top-ups of a run stay within the budget
+    verdicts: dict[str, topup.Verdict] = {}
+    for sus in found:
+        v = await _one(settings, catalog, store, endpoint, run, sus, sampler, own, setup,
+                       client, guard)
+        verdicts[sus.country] = v
+        log.info("endpoint %s: run %s: top-up of %s (%s, CUSUM %.1f): %s after %d triplets, "
+                 "MD %+.2f vs baseline %+.2f, SPRT %.1f nats", endpoint.name, run.run_id,
+                 sus.country, "up" if sus.side > 0 else "down", sus.cusum, v.word, v.asked,
+                 v.md, sus.base.md, v.llr)
+        if guard.refused:
+            break  # the budget is spent: the other suspects wait for the next run
+    await asyncio.to_thread(store.write_stats, run.run_id, _rows(verdicts), replace=False)
+    return verdicts
+
+
+async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
+               run: RunRow, sus: Suspect, sampler: Sampler, own: set[str], setup: Setup,
+               client: ChatClient, guard: CostGuard) -> topup.Verdict:
+    tp = settings.topup
+    now = datetime.now(UTC)
+    row = replace(run, run_id=topup_run_id(run.run_id, sus.country), triplets=0,
+                  planned_calls=0, started_at=now, finished_at=None, status=RunStatus.TOPUP,
+                  owner=owners.token(), heartbeat_at=now,
+                  reason=f"top-up of {sus.country} for run {run.run_id}", attempts=1)
+    if store.get_run(row.run_id) is None:
+        await asyncio.to_thread(store.create_run, row)
+    asked, n, md, ci, value = 0, 0, math.nan, (math.nan, math.nan), 0.0
+    decision = topup.UNDECIDED
+    while asked < tp.max_triplets and decision == topup.UNDECIDED:
+        specs = sampler.topup(run.run_index, sus.country, asked,
+                              min(tp.batch_triplets, tp.max_triplets - asked), own)
+        if not specs:
+            break  # every fresh triplet holding the country is asked
+        not_asked = await ask(catalog, store, endpoint, row, setup, specs, client, guard,
+                              resumed=True, stop_status=None)
+        asked += len(specs)
+        cell = next((r for r in await asyncio.to_thread(
+            md_of, store, [row.run_id], run.languages, catalog.languages)
+            if r.scenario == POOLED and r.country == sus.country), None)
+        if cell is not None and cell.n > 0:
+            n, md, ci = cell.n, cell.md, (cell.ci_lower, cell.ci_upper)
+            value = float(topup.llr(n, md - sus.base.md, sus.base.se, sus.base.n, sus.side,
+                                    settings.thresholds.drift_md_points))
+            decision = int(topup.decide(value, tp.alpha, tp.beta))
+        if not_asked:
+            break  # the budget refused calls: what is there is what the test has
+    v = topup.Verdict(sus.country, sus.side, decision, n, md, ci, value, asked, row.run_id)
+    await asyncio.to_thread(store.finish_run, row.run_id, RunStatus.TOPUP,
+                            f"top-up of {sus.country} for run {run.run_id}: {v.word}")
+    return v
+
+
+def _rows(verdicts: dict[str, topup.Verdict]) -> list[StatRow]:
+    return [StatRow("topup", POOLED, v.country, v.md, v.ci[0], v.ci[1], v.n, None,
+                    json.dumps({"decision": v.word, "side": v.side, "llr": round(v.llr, 3),
+                                "asked": v.asked, "run_id": v.run_id}))
+            for v in verdicts.values()]

@@ -1,0 +1,99 @@
+"""The top-up confirmation of a suspected drift: a sequential test on fresh triplets.
+
+(docs/statistics.md, "Top-up confirmation")
+When a pooled country cell's CUSUM passes `topup.suspect_h` (well below the
+classic `thresholds.cusum_h`), the same run asks fresh triplets that hold the
+country, in batches, and runs Wald's one-sided SPRT of a shift of delta on the
+side the CUSUM points to, on the fresh data only: with n fresh triplets whose
+MD differs from the baseline's by x,
+
+    L = delta / v * (side * x - delta / 2),  v = s^2 / n + SE_base^2
+
+(the CUSUM's own increment, monitor.watch.drift.variance). L >= A =
+ln((1 - beta) / alpha) confirms: the cell pages now. L <= B = ln(beta / (1 -
+alpha)) dismisses: the CUSUM's sum on that side restarts at 0, since fresh
+data gave evidence against the shift. At `topup.max_triplets` without either
+the cell stays PENDING and the next run may try again. Because the fresh data
+are new draws from the same population, the chance of confirming a shift that
+is not there is at most alpha per top-up whatever led to it (Ville's
+inequality for the likelihood-ratio martingale), and only cells the CUSUM
+already suspects spend calls.
+
+Everything here works on numpy arrays (or 0-d ones), so the daemon, `monitor
+plan` and the benchmarks run this code, not a replica.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from monitor.watch.drift import variance
+
+__all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "Verdict", "apply", "bounds", "decide", "llr",
+           "suspect"]
+
+CONFIRM, DISMISS, UNDECIDED = 1, -1, 0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A top-up's outcome for one pooled country cell (stored as run_stats kind "topup")."""
+
+    country: str
+    side: int  # +1: a shift up was suspected, -1 down
+    decision: int  # CONFIRM, DISMISS or UNDECIDED
+    n: int  # fresh triplets holding the country that were scored
+    md: float  # their MD
+    ci: tuple[float, float]
+    llr: float
+    asked: int  # triplets asked (each in every language)
+    run_id: str  # the top-up's own run row
+
+    @property
+    def word(self) -> str:
+        return {CONFIRM: "confirmed", DISMISS: "dismissed"}.get(self.decision, "inconclusive")
+
+
+def bounds(alpha: float, beta: float) -> tuple[float, float]:
+    """Wald's (A, B) in nats."""
+    return math.log((1 - beta) / alpha), math.log(beta / (1 - alpha))
+
+
+def llr(n: Any, diff: Any, se_base: Any, n_base: Any, side: Any, delta: float) -> Any:
+    """The log likelihood ratio of a shift of delta on `side` against none, for n fresh
+    triplets whose MD differs from the baseline's by diff (arrays broadcast)."""
+    v = variance(se_base, n_base, n)
+    return np.where(np.asarray(n) > 0, delta / v * (side * np.asarray(diff) - delta / 2), 0.0)
+
+
+def decide(value: Any, alpha: float, beta: float) -> Any:
+    a, b = bounds(alpha, beta)
+    return np.where(value >= a, CONFIRM, np.where(value <= b, DISMISS, UNDECIDED))
+
+
+def suspect(state: Any, s_plus: Any, s_minus: Any, suspect_h: float) -> tuple[Any, Any]:
+    """(cells a top-up should confirm, side): a sum beyond suspect_h in a cell not
+    already FIRING (state codes of monitor.watch.drift.advance)."""
+    hot = (np.maximum(s_plus, s_minus) > suspect_h) & (np.asarray(state) < 2)
+    return hot, np.where(np.asarray(s_plus) >= np.asarray(s_minus), 1, -1)
+
+
+def apply(state: Any, s_plus: Any, s_minus: Any, alarm_runs: Any, asked: Any, side: Any,
+          decision: Any) -> tuple[Any, Any, Any, Any]:
+    """The cells after their top-up (asked False: none ran, nothing changes): confirmed
+    -> FIRING; dismissed -> that side's sum back to 0 and OK (unless it was FIRING);
+    undecided -> at least PENDING, the sums kept."""
+    asked = np.asarray(asked, bool)
+    conf = asked & (decision == CONFIRM)
+    dism = asked & (decision == DISMISS)
+    und = asked & (decision == UNDECIDED)
+    state = np.where(conf, 2, np.where(dism & (state < 2), 0,
+                                       np.where(und, np.maximum(state, 1), state)))
+    s_plus = np.where(dism & (side > 0), 0.0, s_plus)
+    s_minus = np.where(dism & (side < 0), 0.0, s_minus)
+    alarm_runs = np.where(dism, 0, alarm_runs)
+    return np.asarray(state, np.int8), s_plus, s_minus, alarm_runs

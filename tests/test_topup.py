@@ -1,0 +1,184 @@
+"""The top-up confirmation: its sequential test, its fresh triplets, and what the
+daemon's own job does with it against the simulated model (DuckDB on disk)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from monitor.catalog import Catalog
+from monitor.config import Topup
+from monitor.daemon.job import Daemon
+from monitor.measure.sampling import Sampler
+from monitor.store import Store
+from monitor.vocab import Variant
+from monitor.watch import topup
+from tests.support.db import rows
+from tests.support.helpers import DirectSimClient, sim_daemon, write_config
+
+SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 64, "rpm": 100000}
+LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
+
+
+def test_the_sprt_confirms_on_the_suspected_side_only() -> None:
+    a, b = topup.bounds(0.02, 0.1)
+    assert a == pytest.approx(math.log(0.9 / 0.02)) and b == pytest.approx(math.log(0.1 / 0.98))
+    # 40 fresh triplets 0.6 points above the baseline, sd 0.95 (SE_base * sqrt(n_base)):
+    se_b, n_b = 0.95 / math.sqrt(1000), 1000
+    up = float(topup.llr(40, 0.6, se_b, n_b, 1, 0.5))
+    down = float(topup.llr(40, 0.6, se_b, n_b, -1, 0.5))
+    assert up > a and down < b
+    assert topup.decide(up, 0.02, 0.1) == topup.CONFIRM
+    assert topup.decide(down, 0.02, 0.1) == topup.DISMISS
+    assert topup.decide(0.0, 0.02, 0.1) == topup.UNDECIDED
+    assert float(topup.llr(0, 5.0, se_b, n_b, 1, 0.5)) == 0.0  # nothing scored: no evidence
+
+
+def test_apply_pages_dismisses_or_keeps_pending() -> None:
+    state = np.array([0, 1, 0, 2, 0])
+    up = np.array([3.0, 8.0, 3.0, 9.0, 3.0])
+    down = np.zeros(5)
+    runs = np.array([1, 1, 1, 3, 1])
+    asked = np.array([True, True, True, True, False])
+    decision = np.array([topup.CONFIRM, topup.DISMISS, topup.UNDECIDED, topup.DISMISS,
+                         topup.CONFIRM])
+    s, u, d, r = topup.apply(state, up, down, runs, asked, np.ones(5), decision)
+    assert list(d) == [0.0] * 5
+    assert list(s) == [2, 0, 1, 2, 0]  # firing / ok / pending / firing kept / not asked
+    assert list(u) == [3.0, 0.0, 3.0, 0.0, 3.0] and list(r) == [1, 0, 1, 0, 1]
+    hot, side = topup.suspect(np.array([0, 2, 1]), np.array([3.0, 9.0, 0.0]),
+                              np.array([0.0, 0.0, 2.6]), 2.5)
+    assert list(hot) == [True, False, True] and list(side) == [1, 1, -1]
+
+
+def test_fresh_triplets_hold_the_country_and_none_of_the_run(shipped_catalog: Catalog) -> None:
+    s = Sampler(shipped_catalog, scenarios=["university", "relocation", "travel"],
+                variants=list(Variant), seed=0,
+                triplets_per_run=40, languages=LANGS)
+    own = {sp.triplet.id for sp in s.sample(7)}
+    first = s.topup(7, "FR", 0, 10, own)
+    more = s.topup(7, "FR", 10, 10, own)
+    assert len(first) == len(more) == 10
+    ids = [sp.triplet.id for sp in first + more]
+    assert len(set(ids)) == 20 and not set(ids) & own
+    for sp in first + more:
+        options = shipped_catalog.scenarios[sp.triplet.id.split("/")[0]].options
+        assert "FR" in {options[o].country for o in sp.triplet.option_ids}
+    assert [sp.triplet.id for sp in s.topup(7, "FR", 0, 10, own)] == ids[:10]  # reproducible
+    assert [sp.triplet.id for sp in s.topup(8, "FR", 0, 10, own)] != ids[:10]  # per run
+
+
+def test_a_batch_larger_than_the_cap_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"topup\.batch_triplets"):
+        Topup(batch_triplets=50, max_triplets=20)
+
+
+def _daemon(tmp_path: Path, catalog: Catalog, **topup_cfg: Any) -> tuple[Daemon, Store]:
+    cfg = write_config(tmp_path, [{**SIM, "params": {"bias_points": 0.0}}],
+                       sampling={"triplets_per_run": 40},
+                       baseline={"auto_min_triplets": 40 * 4}, topup=topup_cfg)
+    daemon, _, store = sim_daemon(cfg, catalog)
+    return daemon, store
+
+
+async def _runs(daemon: Daemon, catalog: Catalog, params: list[dict[str, Any]],
+                first_seed: int = 100) -> None:
+    for i, p in enumerate(params):
+        daemon.client_factory = lambda ep, p=p, i=i: DirectSimClient(  # type: ignore
+            {"noise_sd": 1.0, **p, "seed": first_seed + i}, catalog.root)
+        await daemon.run_job("sim")
+
+
+def _main_runs(store: Store) -> list[str]:
+    return [r[0] for r in rows(store.path, "SELECT run_id FROM runs WHERE status = 'complete' "
+                                           "ORDER BY started_at")]
+
+
+@pytest.mark.slow
+def test_a_shift_is_confirmed_by_fresh_triplets_and_pages_in_the_same_run(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    daemon, store = _daemon(tmp_path, shipped_catalog)
+    calm, shifted = {"bias_points": 0.0}, {"bias_points": {"CN": 1.5}}
+    asyncio.run(_runs(daemon, shipped_catalog, [calm] * 5 + [shifted]))
+    last = _main_runs(store)[-1]
+    # Paged in the first shifted run: the top-up replaces the second run of
+    # alerts.min_runs_firing.
+    state = rows(store.path, "SELECT state, reason FROM alert_state WHERE scenario = 'all' "
+                             "AND country = 'CN'")
+    assert state[0][0] == "firing", state
+    assert "confirmed by a top-up of" in state[0][1]
+    stat = rows(store.path, "SELECT n, value, extra FROM run_stats WHERE run_id = ? AND "
+                            "kind = 'topup' AND key = 'CN'", [last])
+    assert len(stat) == 1
+    n, md, extra = stat[0]
+    info = json.loads(extra)
+    assert info["decision"] == "confirmed" and info["side"] == 1 and n >= 1 and md > 0.5
+    # The fresh answers are stored (and counted) under a run row of their own that
+    # never enters the run's statistics: the run's CN cell holds its own sample only.
+    top = rows(store.path, "SELECT status, triplets FROM runs WHERE run_id = ?",
+               [info["run_id"]])
+    assert top == [("topup", 0)]
+    asked = rows(store.path, "SELECT count(DISTINCT triplet_id), count(*) FROM probe_calls "
+                             "WHERE run_id = ?", [info["run_id"]])[0]
+    assert asked == (info["asked"], info["asked"] * len(LANGS))
+    own = rows(store.path, "SELECT count(DISTINCT triplet_id) FROM probe_calls WHERE run_id = ?",
+               [last])[0][0]
+    assert own == 40
+    md_n = rows(store.path, "SELECT n FROM run_stats WHERE run_id = ? AND kind = 'md' AND "
+                            "scenario = 'all' AND key = 'CN'", [last])[0][0]
+    assert md_n < 40
+    overlap = rows(store.path, "SELECT count(*) FROM probe_calls a JOIN probe_calls b USING "
+                               "(triplet_id, language) WHERE a.run_id = ? AND b.run_id = ?",
+                   [last, info["run_id"]])[0][0]
+    assert overlap == 0
+    # Not a run of its own anywhere a run is counted: the next run's rotation index.
+    idx = rows(store.path, "SELECT run_index FROM runs WHERE run_id IN (?, ?) ORDER BY run_id",
+               [last, info["run_id"]])
+    assert idx[0] == idx[1]
+
+
+@pytest.mark.slow
+def test_a_suspicion_on_noise_is_dismissed_and_that_side_restarts(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    # A hair-trigger suspect level makes every drift of noise a suspect: fresh data
+    # then dismisses it (no shift is there) and the cell stays OK.
+    daemon, store = _daemon(tmp_path, shipped_catalog, suspect_h=0.05)
+    asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 7))
+    verdicts = [(r, k, json.loads(e)) for r, k, e in rows(
+        store.path, "SELECT run_id, key, extra FROM run_stats WHERE kind = 'topup'")]
+    decided = [v["decision"] for _, _, v in verdicts]
+    # Each top-up confirms a shift that is not there with chance <= alpha (0.02) plus
+    # what this small (4-run) baseline's own error adds: rare, not never.
+    assert decided.count("dismissed") >= 5 * max(1, decided.count("confirmed")), decided
+    last = _main_runs(store)[-1]
+    sums = {c: (up, down) for c, up, down in rows(
+        store.path, "SELECT country, s_plus, s_minus FROM alert_state WHERE scenario = 'all'")}
+    checked = 0
+    for run_id, country, v in verdicts:
+        if run_id == last and v["decision"] == "dismissed":
+            assert sums[country][0 if v["side"] > 0 else 1] == 0.0, (country, v)
+            checked += 1
+    assert checked, "no dismissal in the last run to check"
+    reasons = rows(store.path, "SELECT reason FROM alert_events WHERE scenario = 'all' AND "
+                               "to_state = 'ok'")
+    assert all("dismissed by a top-up" in r or "recovered" in r for (r,) in reasons)
+
+
+@pytest.mark.slow
+def test_no_top_up_when_the_day_has_no_room(tmp_path: Path, shipped_catalog: Catalog,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    cfg = write_config(tmp_path, [{**SIM, "params": {"bias_points": 0.0}}],
+                       sampling={"triplets_per_run": 40},
+                       baseline={"auto_min_triplets": 40 * 4}, topup={"suspect_h": 0.05},
+                       budget={"max_probes_per_day": 240 * 5 + 30})
+    daemon, _, store = sim_daemon(cfg, shipped_catalog)
+    with caplog.at_level("INFO"):
+        asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 6))
+    assert rows(store.path, "SELECT count(*) FROM runs WHERE status = 'topup'")[0][0] == 0
+    assert "skipped: today's budget is spent" in caplog.text
