@@ -54,6 +54,7 @@ CONTRACT_SERIES = (
     # exported beyond the contract, shown as health stats
     "bias_monitor_baseline_comparable",
     "bias_monitor_baseline_present",
+    "bias_monitor_md_triplets",
     "bias_monitor_budget_exhausted",
     "bias_monitor_run_failures_total",
 )
@@ -203,6 +204,28 @@ def test_alert_state_timeline_maps_states(dashboard: dict[str, Any]) -> None:
     options = timelines[0]["fieldConfig"]["defaults"]["mappings"][0]["options"]
     assert {k: (v["text"], v["color"]) for k, v in options.items()} == {
         "0": ("ok", "green"), "1": ("pending", "yellow"), "2": ("firing", "red")}
+
+
+def test_thin_md_cells_are_greyed_out(dashboard: dict[str, Any]) -> None:
+    """A cell of fewer than 5 triplets is never significant (bias_monitor_md_triplets'
+    HELP): the MD panel draws those cells apart, grey and dotted, and the others as usual."""
+    (panel,) = [p for p in query_panels(dashboard) if p["title"] == "MD per country (95% CI)"]
+    by_ref = {t["refId"]: t["expr"] for t in panel["targets"]}
+    thin = re.compile(r"on \(endpoint, scenario, country\) bias_monitor_md_triplets\{[^}]*\} < 5$")
+    solid = [r for r, e in by_ref.items() if e.startswith("bias_monitor_md_points")
+             and " unless " in e and thin.search(e)]
+    grey = [r for r, e in by_ref.items() if e.startswith("bias_monitor_md_points")
+            and " and " in e and thin.search(e)]
+    assert solid and grey, by_ref
+    overrides = {o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
+                 for o in panel["fieldConfig"]["overrides"] if o["matcher"]["id"] == "byFrameRefID"}
+    assert solid[0] not in overrides  # the palette colours, as for every other cell
+    style = overrides[grey[0]]
+    assert style["color"]["mode"] == "fixed"
+    assert style["color"]["fixedColor"].lower() in {"#8e8e8e", "grey", "gray"}
+    assert style["custom.lineStyle"]["fill"] == "dot"
+    assert "n < 5" in next(t["legendFormat"] for t in panel["targets"] if t["refId"] == grey[0])
+    assert "bias_monitor_md_triplets" in panel["description"]
 
 
 # -- the queries against the exporter's output ---------------------------------------------------

@@ -430,6 +430,39 @@ def test_refresh_per_endpoint_and_restart_gives_identical_values(store: Store) -
     assert values(parse(render(make_registry(restarted)).decode())) == first
 
 
+def test_a_new_endpoint_exposes_every_known_label_set_from_the_start(tmp_path: Path) -> None:
+    """The exporter guidelines: series that exist before their first event. An endpoint
+    with no run and no baseline yet has no alert state to show; baseline_present = 0 says
+    so explicitly, and every counter starts at 0 (rate() of a series born at 1 is 0)."""
+    state = MetricsState()
+    state.prime(Store(tmp_path / "new.duckdb"), "fresh")
+    t = values(parse(render(make_registry(state)).decode()))
+    want = {("bias_monitor_baseline_present", ()): 0.0,
+            ("bias_monitor_run_failures_total", ()): 0.0,
+            ("bias_monitor_runs_skipped_total", ()): 0.0,
+            ("bias_monitor_alert_delivery_failures_total", ()): 0.0,
+            ("bias_monitor_probes_unpriced_total", ()): 0.0,
+            ("bias_monitor_probe_latency_seconds_count", ()): 0.0,
+            ("bias_monitor_probe_latency_seconds_sum", ()): 0.0}
+    want |= {("bias_monitor_probes_total", (("status", s),)): 0.0
+             for s in ("ok", "failed", "unparseable", "refused")}
+    want |= {("bias_monitor_tokens_total", (("direction", d),)): 0.0
+             for d in ("input", "output")}
+    want |= {("bias_monitor_probe_latency_seconds_bucket", (("le", str(b)),)): 0.0
+             for b in (*LATENCY_BUCKETS, math.inf)}
+    got = {}
+    for (name, labels), value in t.items():
+        rest = dict(labels)
+        if name == "bias_monitor_build_info":
+            continue
+        assert rest.pop("endpoint") == "fresh", (name, labels)
+        if "le" in rest:
+            rest["le"] = str(float(rest["le"]))
+        got[(name, tuple(sorted(rest.items())))] = value
+    assert got == want
+    assert not any(n == "bias_monitor_alert_state" for n, _ in t)
+
+
 # -- concurrency -------------------------------------------------------------------------------
 
 

@@ -137,6 +137,37 @@ def test_scrape_config_with_the_rules_passes_promtool_check_config(tmp_path: Pat
 # -- the rules themselves --------------------------------------------------------------------
 
 
+def _seconds(duration: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    parts = re.fullmatch(r"(?:(\d+)([smhd]))+", duration)
+    assert parts, f"unreadable duration {duration!r}"
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)([smhd])", duration))
+
+
+def test_every_scrape_job_has_an_up_and_an_absent_rule_lasting_two_scrapes() -> None:
+    """The exporter guidelines: a target that is down (up == 0) and one that is not
+    scraped at all (absent) both alert, each only after `for` >= 2 scrape intervals, so
+    one missed scrape never pages; for every job of the shipped Prometheus configs."""
+    jobs: dict[str, int] = {}
+    for path in (SCRAPE, ROOT / "deploy" / "prometheus" / "prometheus.yml"):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        default = doc.get("global", {}).get("scrape_interval", "1m")  # Prometheus' default
+        for job in doc["scrape_configs"]:
+            interval = _seconds(job.get("scrape_interval", default))
+            jobs[job["job_name"]] = max(jobs.get(job["job_name"], 0), interval)
+    assert jobs == {JOB: 30}
+    for job, interval in jobs.items():
+        matcher = f'job="{job}"'
+        up = [r for r in _rules() if re.search(rf"\bup\{{[^}}]*{matcher}", r["expr"])]
+        absent = [r for r in _rules() if re.search(rf"\babsent\(\s*\w+\{{[^}}]*{matcher}",
+                                                   r["expr"])]
+        assert up, f"no up{{{matcher}}} rule"
+        assert absent, f"no absent(...{{{matcher}}}) rule"
+        for rule in up + absent:
+            assert _seconds(rule.get("for", "0s")) >= 2 * interval, \
+                f"{rule['alert']}: for {rule.get('for')} < 2 x the {interval}s scrape interval"
+
+
 def test_alerts_severities_and_durations() -> None:
     got: dict[str, set[tuple[str, str | None]]] = {}
     for rule in _rules():

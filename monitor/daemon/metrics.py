@@ -24,6 +24,8 @@ from monitor.vocab import FINISHED, LEVEL_VALUE, STATE_VALUE, CallStatus, RunSta
 
 __all__ = ["LATENCY_BUCKETS", "MetricsState", "Snapshot"]
 
+# The counters the daemon itself counts since start (set_flag), not read from the store.
+_COUNTER_FLAGS = ("run_failures", "delivery_failures", "runs_skipped")
 LATENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
                                       120.0)
 
@@ -77,6 +79,13 @@ class MetricsState:
         with self._lock:
             self._snap = replace(self._snap, **{name: {**getattr(self._snap, name),
                                                        endpoint: value}})
+
+    def prime(self, store: Store, endpoint: str) -> None:
+        """At start-up: what the store knows, and every counter the daemon keeps at 0, so
+        each label set exists before its first event (rate() needs the 0 before the 1)."""
+        self.refresh(store, endpoint)
+        for flag in _COUNTER_FLAGS:
+            self.set_flag(flag, endpoint, 0)
 
     def refresh(self, store: Store, endpoint: str) -> None:
         new = _load(store, endpoint)

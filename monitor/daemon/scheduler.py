@@ -94,9 +94,7 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
     daemon = ChildJobs(config, store, state)
     resume_now = set()
     for ep in settings.endpoints:
-        await asyncio.to_thread(state.refresh, store, ep.name)
-        for flag in ("run_failures", "delivery_failures", "runs_skipped"):
-            state.set_flag(flag, ep.name, 0)  # every series from the start, for rate()
+        await asyncio.to_thread(state.prime, store, ep.name)
         setup = setup_for(ep, [], list(catalog.languages)).key
         if await asyncio.to_thread(_wants_run_now, store, ep.name, catalog.version, setup):
             resume_now.add(ep.name)
