@@ -137,3 +137,39 @@ def test_unreachable_target_is_reported_not_invented(
     assert p["calls_per_day"] is None and p["cusum"] is None
     assert main(["plan", "--config", str(cfg), "--sd", "5", "--delta", "0.1"]) == 0
     assert "not reachable" in capsys.readouterr().out
+
+
+def test_the_sprt_top_up_of_a_certain_shift_confirms_at_alpha_rate() -> None:
+    # The sequential test alone (a baseline so long its error vanishes, the suspect
+    # level at 0 so every cell is topped up every run): with no shift it confirms at
+    # most alpha of the time (Wald), with a shift of delta at about 1 - beta.
+    from monitor.watch.plan import TopupParams, simulate_topup
+    tp = TopupParams(0.0, 0.05, 0.1, 5, 2000)
+    base = np.array([10**7])
+    kw: dict[str, Any] = {"h": 1e9, "tp": tp, "base_triplets": base, "drift_points": 0.5,
+                          "min_runs_firing": 2, "runs": 1, "reps": 4000}
+    null = simulate_topup(np.array([1]), 1.0, shift=0.0, **kw)
+    real = simulate_topup(np.array([1]), 1.0, shift=0.5, **kw)
+    # One run of one triplet picks the side (up with p 0.6 under the shift, down 0.23),
+    # and a top-up on the wrong side cannot confirm: about 0.6 * 0.9 confirm.
+    assert null.fired.mean() <= 0.05
+    assert 0.5 <= real.fired.mean() <= 0.6
+    assert (null.asked > 0).mean() > 0.3 and null.asked.max() <= 2000
+
+
+def test_plan_reports_the_detector_with_its_top_up(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, [SIM], sampling={"triplets_per_run": 40})
+    doc = _plan(cfg, capsys, "--sd", "0.95", "--baseline-triplets", "3000")
+    top = doc["plans"][0]["topup"]
+    assert top["suspect_h"] == 2.5 and top["max_triplets"] == 100
+    now = top["current"]
+    assert now["triplets_per_run"] == 40 and now["triplets_asked_mean"] > 40
+    assert now["triplets_asked_max"] <= 40 + 9 * 100
+    assert 0 <= now["false_alarms_per_100"] <= now["false_alarms_per_100_spread"]["max"]
+    assert top["plan"] is None or top["plan"]["p_detect"] >= 0.8
+    (tmp_path / "off").mkdir()
+    off = write_config(tmp_path / "off", [SIM], topup={"enabled": False})
+    assert _plan(off, capsys, "--sd", "0.95")["plans"][0]["topup"] is None
+    assert main(["plan", "--config", str(off), "--sd", "0.95"]) == 0
+    assert "top-up: off (topup.enabled)" in capsys.readouterr().out

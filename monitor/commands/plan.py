@@ -11,7 +11,18 @@ from monitor.catalog import Catalog
 from monitor.errors import UsageError
 from monitor.stats import md_of
 from monitor.store import Store
-from monitor.watch.plan import POWER, cell_shares, evaluate, make_plan, one_shot_n, sd_from_md
+from monitor.watch.plan import (
+    POWER,
+    Cells,
+    TopupParams,
+    cell_shares,
+    evaluate,
+    evaluate_topup,
+    make_plan,
+    one_shot_n,
+    plan_topup,
+    sd_from_md,
+)
 
 __all__ = ["cost_per_call", "plan_command", "stored_usage"]
 
@@ -122,6 +133,7 @@ def plan_command(args: Any) -> int:
                                     t.drift_md_points, mrf, auto, hs=np.array([t.cusum_h]),
                                     baseline_triplets=fixed)
         calls = round((p["triplets_per_run"] or 0) * len(s.languages) * per_day)
+        top = _topup(settings, cells, sd, delta, fa, within, fixed)
         per_call, note = cost_per_call(ep, usage)
         tokens = (None if usage["input_tokens"] is None
                   else usage["input_tokens"] + (usage["output_tokens"] or 0.0))
@@ -141,11 +153,52 @@ def plan_command(args: Any) -> int:
             "mean_tokens_per_call": None if tokens is None else round(tokens, 1),
             "cost_per_day_usd": None if per_call is None or not p["reachable"]
             else round(calls * per_call, 4), "cost_note": note,
-            "one_shot_triplets_per_cell": one_shot_n(sd, delta),
+            "one_shot_triplets_per_cell": one_shot_n(sd, delta), "topup": top,
             "method": "seeded vectorised CUSUM simulation with baseline estimation error"})
     print(json.dumps({"plans": out}, indent=2) if args.json else
           "\n\n".join(_text(r) for r in out))
     return 0
+
+
+def _topup(settings: Any, cells: Cells, sd: float, delta: float, fa: float, within: int,
+           fixed: int | None) -> dict[str, Any] | None:
+    """The detector with its top-up (config `topup`): at the configured run size, and the
+    smallest run size meeting the target; None when the top-up is off."""
+    tp = settings.topup
+    if not tp.enabled:
+        return None
+    params = TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets, tp.max_triplets)
+    t, mrf = settings.thresholds, settings.alerts.min_runs_firing
+    auto = settings.baseline.auto_min_triplets
+    now = evaluate_topup(settings.sampling.triplets_per_run, cells, sd, delta, within,
+                         delta, mrf, auto, params, t.cusum_h, fixed)
+    best = plan_topup(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
+                      auto_min_triplets=auto, tp=params, h=t.cusum_h, baseline_triplets=fixed)
+    return {"suspect_h": tp.suspect_h, "alpha": tp.alpha, "beta": tp.beta,
+            "batch_triplets": tp.batch_triplets, "max_triplets": tp.max_triplets,
+            "current": now, "plan": best}
+
+
+def _topup_text(r: dict[str, Any]) -> list[str]:
+    top = r["topup"]
+    if top is None:
+        return ["  top-up: off (topup.enabled)"]
+    langs = r["languages"]
+
+    def line(x: dict[str, Any]) -> str:
+        spread = x["false_alarms_per_100_spread"]
+        return (f"{x['triplets_per_run']} triplets/run: {x['false_alarms_per_100']:g} false "
+                f"pages per 100 runs (p90 over baselines {spread['p90']:g}), p(detect) = "
+                f"{x['p_detect']:g} (worst cell {x['worst_cell']}); calls per run "
+                f"{x['triplets_asked_mean'] * langs:.0f} on average, "
+                f"{x['triplets_asked_shifted'] * langs:.0f} while a shift is confirmed, at "
+                f"most {x['triplets_asked_max'] * langs}")
+    best = top["plan"]
+    return [f"  with the top-up (suspect_h {top['suspect_h']:g}, alpha {top['alpha']:g}, beta "
+            f"{top['beta']:g}, batches of {top['batch_triplets']} up to "
+            f"{top['max_triplets']} triplets):",
+            "    plan: " + (line(best) if best else "not reachable on the grid"),
+            "    now:  " + line(top["current"])]
 
 
 def _text(r: dict[str, Any]) -> str:
@@ -156,7 +209,8 @@ def _text(r: dict[str, Any]) -> str:
              f"{r['false_alarms_per_100_target']:g} false pages per 100 runs"]
     cost = (f"${r['cost_per_day_usd']:.2f} ({r['cost_note']})"
             if r["cost_per_day_usd"] is not None else r["cost_note"])
-    lines += [f"  triplets per run: {r['triplets_per_run']}", "  per country cell: " + ", ".join(
+    lines += [f"  CUSUM alone (no top-up): triplets per run: {r['triplets_per_run']}",
+              "  per country cell: " + ", ".join(
         f"{k} {v:g}" for k, v in r["triplets_per_cell"].items()) + f" (smallest: "
         f"{r['smallest_cell']})", f"  CUSUM: h = {c['h']:g} nats, gain at the shift "
         f"{c['gain_min']:g}..{c['gain_max']:g} nats/run (thresholds.drift_md_points = "
@@ -174,6 +228,7 @@ def _text(r: dict[str, Any]) -> str:
     if now["drift_md_points"] != r["delta"]:
         lines.append(f"  note: the config has thresholds.drift_md_points = "
                      f"{now['drift_md_points']:g}; set it to {r['delta']:g} for this plan")
+    lines += _topup_text(r)
     return "\n".join([*lines, f"  now: {now['triplets_per_run']} triplets/run, h = {now['h']:g}"
                        f": {now['false_alarms_per_100']:g} false pages per 100 runs, p(detect) "
                        f"= {now['p_detect']:g}; a one-shot test needs "

@@ -29,8 +29,9 @@ from monitor.vocab import POOLED
 from monitor.watch import topup
 from monitor.watch.drift import advance, variance
 
-__all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "cell_shares", "evaluate", "make_plan",
-           "one_shot_n", "sd_from_md", "simulate"]
+__all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "TopupParams", "TopupSim", "cell_shares",
+           "evaluate", "evaluate_topup", "make_plan", "one_shot_n", "plan_topup", "sd_from_md",
+           "simulate", "simulate_topup"]
 
 H_GRID = np.arange(0.5, 16.01, 0.5)
 N_GRID = (10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 150, 180, 200, 250, 300, 350, 400, 500,
@@ -107,13 +108,21 @@ class TopupParams(NamedTuple):
     cap: int  # at most this many per cell per run
 
 
+class TopupSim(NamedTuple):
+    """simulate_topup's output, each of shape (rep, run, cell)."""
+
+    fired: np.ndarray  # the run took the cell to FIRING
+    asked: np.ndarray  # fresh triplets the run's top-up asked
+    state: np.ndarray  # state code after the run (0 ok, 1 pending, 2 firing)
+
+
 def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
                    tp: TopupParams, base_triplets: np.ndarray, drift_points: float,
                    min_runs_firing: int, runs: int = RUNS, reps: int = REPS,
-                   shift_at: int = 0, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
-    """(FIRING entries, fresh triplets asked), each of shape (rep, run, cell): the
-    daemon's detector with the top-up confirmation (monitor.watch.topup) on normal
-    data; a baseline of base_triplets per cell, with its estimation error."""
+                   shift_at: int = 0, seed: int = SEED) -> TopupSim:
+    """The daemon's detector with the top-up confirmation (monitor.watch.topup) on
+    normal data; a baseline of base_triplets per cell, with its estimation error
+    (one baseline per rep)."""
     rng = np.random.default_rng(seed)
     n = np.asarray(n_cell, float)[None, :]
     nb = np.broadcast_to(np.asarray(base_triplets, float)[None, :], n.shape)
@@ -127,6 +136,7 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
     state = np.zeros(shape, np.int8)
     fired = np.zeros((reps, runs, n.shape[1]), bool)
     asked = np.zeros((reps, runs, n.shape[1]), np.int32)
+    states = np.zeros((reps, runs, n.shape[1]), np.int8)
     for t in range(runs):
         mu = shift if t >= shift_at else 0.0
         diff = mu + rng.standard_normal(shape) * sd / np.sqrt(n) - md_b
@@ -154,8 +164,63 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
         new, s_plus, s_minus, alarm_runs = topup.apply(new, s_plus, s_minus, alarm_runs, hot,
                                                        side, decision)
         fired[:, t] = (new == 2) & (state != 2)
-        state = new
-    return fired, asked
+        states[:, t] = state = new
+    return TopupSim(fired, asked, states)
+
+
+def evaluate_topup(n_run: int, cells: Cells, sd: float, delta: float, within: int,
+                   drift_points: float, min_runs_firing: int, auto: int | None,
+                   tp: TopupParams, h: float, baseline_triplets: int | None = None,
+                   reps: int = REPS) -> dict[str, Any]:
+    """The detector with its top-up at run size n_run: false pages per 100 runs (mean
+    over baselines and their spread), P(detect delta within `within` runs) in the
+    worst cell and over cells, and the triplets asked per run (each in every language):
+    the mean with no shift, the mean while a shift is being confirmed, the largest."""
+    n = np.array([max(1, round(n_run * s)) for s in cells.shares])
+    base = n * _base_runs(n_run, auto, baseline_triplets)
+    null = simulate_topup(n, sd, shift=0.0, h=h, tp=tp, base_triplets=base,
+                          drift_points=drift_points, min_runs_firing=min_runs_firing, reps=reps)
+    fa = null.fired.sum(axis=(1, 2)) / RUNS * 100  # per baseline
+    per_run = n_run + null.asked.sum(axis=2)
+    det = simulate_topup(n, sd, shift=delta, h=h, tp=tp, base_triplets=base,
+                         drift_points=drift_points, min_runs_firing=min_runs_firing,
+                         runs=PRE + within, shift_at=PRE, reps=reps, seed=SEED + 1)
+    clean = ~det.fired[:, :PRE].any(axis=1)
+    hit = det.fired[:, PRE:].any(axis=1)
+    p = (hit & clean).sum(axis=0) / np.maximum(1, clean.sum(axis=0))
+    flaps = ((null.state[:, 1:] == 1) & (null.state[:, :-1] == 0)).sum(axis=(1, 2))
+    return {"triplets_per_run": n_run,
+            "false_alarms_per_100": round(float(fa.mean()), 3),
+            "false_alarms_per_100_spread": {
+                "p50": float(np.percentile(fa, 50)), "p90": float(np.percentile(fa, 90)),
+                "max": float(fa.max())},
+            "p_detect": round(float(p.min()), 3), "p_detect_mean": round(float(p.mean()), 3),
+            "worst_cell": cells.names[int(p.argmin())],
+            "triplets_asked_mean": round(float(per_run.mean()), 1),
+            "triplets_asked_shifted": round(float(
+                n_run + det.asked[:, PRE:].sum(axis=2).mean()), 1),
+            "triplets_asked_max": int(per_run.max()),
+            "pending_per_100": round(float(flaps.mean()) / RUNS * 100, 2)}
+
+
+def plan_topup(cells: Cells, sd: float, delta: float, fa_target: float, within: int, *,
+               drift_points: float, min_runs_firing: int, auto_min_triplets: int | None,
+               tp: TopupParams, h: float, baseline_triplets: int | None = None
+               ) -> dict[str, Any] | None:
+    """The smallest run size on N_GRID at which the detector with its top-up meets both
+    targets (None: none does)."""
+    grid = sorted({min(n, cells.population) for n in N_GRID})
+    best = None
+    lo, hi = 0, len(grid) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        r = evaluate_topup(grid[mid], cells, sd, delta, within, drift_points, min_runs_firing,
+                           auto_min_triplets, tp, h, baseline_triplets)
+        if r["p_detect"] >= POWER and r["false_alarms_per_100"] <= fa_target:
+            best, hi = r, mid - 1
+        else:
+            lo = mid + 1
+    return best
 
 
 def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float,
