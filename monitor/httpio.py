@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,11 @@ from typing import Any
 import httpx
 
 __all__ = ["NoReply", "Reply", "post_json", "request"]
+
+# httpx logs every request's URL at INFO - a webhook URL is a secret - whether or not the
+# host program set up logging as `monitor run` does (monitor.logs): never below WARNING.
+for _name in ("httpx", "httpcore"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)

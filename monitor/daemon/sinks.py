@@ -23,13 +23,14 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from monitor.config import Delivery
 from monitor.httpio import NoReply, Reply, post_json
 from monitor.vocab import AlertState, LevelState
 from monitor.watch import Transition
 
-__all__ = ["Outcome", "Sink", "cell_key", "headline", "opens", "post", "redact"]
+__all__ = ["Outcome", "Sink", "cell_key", "headline", "opens", "post", "redact", "secret_parts"]
 
 log = logging.getLogger("monitor.daemon.sinks")
 #: The longest wait between two tries, whatever Retry-After asks: the delivery runs in
@@ -85,10 +86,20 @@ def cell_key(t: Transition) -> str:
     return "bias-monitor/" + hashlib.sha256(key.encode()).hexdigest()
 
 
+def secret_parts(value: str) -> list[str]:
+    """A secret and the pieces of it a receiver may quote alone: the words of a header
+    value (the token after "Bearer"), a URL's path, query and longer path segments."""
+    parts = [value, *value.split()]
+    if "://" in value:
+        url = urlsplit(value)
+        parts += [url.path, url.query, *url.path.split("/")]
+    return [p for p in parts if len(p) >= 8 or p == value]
+
+
 def redact(text: str, secrets: list[str]) -> str:
-    for s in secrets:
-        if s:
-            text = text.replace(s, "***")
+    pieces = sorted({p for s in secrets if s for p in secret_parts(s)}, key=len, reverse=True)
+    for piece in pieces:
+        text = text.replace(piece, "***")
     return text
 
 
