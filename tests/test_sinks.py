@@ -305,3 +305,25 @@ def test_posted_requests_are_recorded_as_sent(tmp_path: Path) -> None:
     assert reply.status == 202
     [req] = server.requests
     assert isinstance(req, Posted) and req.body == {"a": "清"} and req.headers["x-t"] == "1"
+
+
+@pytest.mark.parametrize(("alerts", "key"), [
+    ({"pagerduty": {"routing_key_env": "K", "severity": "urgent"}}, "alerts.pagerduty.severity"),
+    ({"webhook": {"url_env": "https://hooks.example/PASTEDSECRET"}}, "alerts.webhook.url_env"),
+    ({"webhook": {"url_env": "H", "headers_env": {"Authorization": "Bearer PASTEDSECRET"}}},
+     "alerts.webhook.headers_env"),
+    ({"pagerduty": {}}, "alerts.pagerduty.routing_key_env"),
+])
+def test_a_bad_sink_key_is_one_line_naming_it(alerts: dict[str, Any], key: str,
+                                              tmp_path: Path) -> None:
+    from monitor.config import load_settings
+    from monitor.errors import ConfigError
+
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps({"endpoints": [{"name": "m", "model": "simulated/demo"}],
+                                "alerts": alerts}), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"{path}: {key}"), text
+    assert "PASTEDSECRET" not in text

@@ -29,8 +29,10 @@ def check_headers_env(v: dict[str, str]) -> dict[str, str]:
         if not _HEADER.match(name):
             raise ValueError(f"{name!r} is not a header name")
         if not re.match(_ENV, var):
-            raise ValueError(f"headers_env.{name}: {var!r} is not an environment variable "
-                             "name; the value belongs in the environment, not here")
+            # The value is not echoed: it may be the secret itself, pasted here.
+            raise ValueError(f"headers_env.{name}: not an environment variable name; name "
+                             "the variable that holds the value (the value belongs in the "
+                             "environment, not here)")
     return v
 
 
