@@ -134,12 +134,12 @@ def test_messages_owed_after_an_outage_arrive_one_per_run_in_order(
         monkeypatch.setenv("TEST_SLACK_URL", slack.url())
         daemon, store = _daemon(tmp_path, shipped_catalog, "TEST_SLACK_URL", triplets=10,
                                 base_runs=1)
-        notifier = daemon.notifier
-        outbox.queue(store, notifier, "sim", [_transition("r1", "pending", "firing", "drift up")])
-        assert outbox.deliver(store, notifier, "sim", simulated=True) is False  # the 500
-        outbox.queue(store, notifier, "sim", [_transition("r2", "firing", "ok", "recovered")])
-        outbox.queue(store, notifier, "sim", [_transition("r3", "pending", "firing", "drift up")])
-        assert outbox.deliver(store, notifier, "sim", simulated=True) is True
+        sinks = daemon.sinks
+        outbox.queue(store, sinks, "sim", [_transition("r1", "pending", "firing", "drift up")])
+        assert outbox.deliver(store, sinks, "sim", simulated=True) is False  # the 500
+        outbox.queue(store, sinks, "sim", [_transition("r2", "firing", "ok", "recovered")])
+        outbox.queue(store, sinks, "sim", [_transition("r3", "pending", "firing", "drift up")])
+        assert outbox.deliver(store, sinks, "sim", simulated=True) is True
         heads = _heads(slack)[1:]  # after the failed one
         assert [h.split(" on ")[0] for h in heads] == [
             "Local-language bias FIRING", "Local-language bias resolved",

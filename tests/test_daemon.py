@@ -73,8 +73,8 @@ def test_slack_outage_keeps_the_alert_and_delivers_it_once_back(
         daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                    alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
         note = json.dumps({"kind": "note", "text": "model id changed (a -> b)"})
-        outbox.queue(store, daemon.notifier, "sim", [note])
-        outbox.queue(store, daemon.notifier, "sim", [note])  # queued once only
+        outbox.queue(store, daemon.sinks, "sim", [note])
+        outbox.queue(store, daemon.sinks, "sim", [note])  # queued once only
         endpoint = daemon.settings.endpoint("sim")
         # slack_sdk retries the 429 itself; 500 is a failed delivery, kept.
         assert daemon.deliver(endpoint) is False
@@ -98,7 +98,7 @@ def test_unreachable_slack_never_fails_a_run(
     monkeypatch.setenv("TEST_SLACK_URL", f"http://127.0.0.1:{port}/services/T/B/CANARY")
     daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
-    outbox.queue(store, daemon.notifier, "sim", [outbox.note("hello")])
+    outbox.queue(store, daemon.sinks, "sim", [outbox.note("hello")])
     asyncio.run(daemon.run_job("sim"))
     assert store.runs("sim")[-1].status == "complete"
     assert len(store.outbox_pending("sim")) == 1  # kept for the next run

@@ -118,16 +118,33 @@ def test_old_database_migrates_to_the_current_schema(version: int, tmp_path: Pat
     else:
         assert store.baseline("ep") is None
     if version >= 3:
+        # v7: what was owed to Slack (the only sink before) is still owed to it
         assert [item.id for item in store.outbox_pending("ep")] == [1]
+        assert [item.id for item in store.outbox_pending("ep", "slack")] == [1]
+        assert store.outbox_pending("ep", "pagerduty") == []
     else:
         assert store.outbox_pending("ep") == []
+
+
+@pytest.mark.parametrize("version", [v for v in VERSIONS if 3 <= v < 7])
+def test_a_message_slack_took_before_sinks_stays_delivered(version: int,
+                                                           tmp_path: Path) -> None:
+    db = _unpack(version, tmp_path)
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO outbox VALUES (2, 'ep', now(), '{\"kind\": \"note\", "
+                "\"text\": \"sent\"}', now())")
+    con.close()
+    store = Store(db)
+    assert [item.id for item in store.outbox_pending("ep")] == [1]
+    assert _all(db, "SELECT id, sink, outcome FROM outbox_delivery ORDER BY id") == [
+        (1, "slack", None), (2, "slack", "delivered")]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_migrated_database_takes_new_rows(version: int, tmp_path: Path) -> None:
     db = _unpack(version, tmp_path)
     store = Store(db)
-    store.outbox_add("ep", ['{"kind": "note", "text": "after migration"}'])
+    store.outbox_add("ep", ['{"kind": "note", "text": "after migration"}'], ["slack"])
     pending = store.outbox_pending("ep")
     assert pending[-1].payload == '{"kind": "note", "text": "after migration"}'
     # Reopening a current database migrates nothing and loses nothing.

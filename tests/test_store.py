@@ -564,8 +564,8 @@ def test_alert_states_and_events_are_saved_and_replaced(tmp_path: Path) -> None:
     assert store.alert_events("ep", until=now - timedelta(seconds=1)) == []
     store.mark_notified("ep", [("all", "CN")])
     assert store.alert_states("ep")[("all", "CN")].notified_at is not None
-    store.outbox_add("ep", ["a", "b"])
-    store.outbox_add("ep", ["c"])
+    store.outbox_add("ep", ["a", "b"], ["slack"])
+    store.outbox_add("ep", ["c"], ["slack"])
     assert [i.payload for i in store.outbox_pending("ep")] == ["a", "b", "c"]
     assert [i.id for i in store.outbox_pending("ep")] == [1, 2, 3]
     assert store.outbox_has("ep", "b") and not store.outbox_has("ep", "d")

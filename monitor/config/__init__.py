@@ -25,11 +25,12 @@ from monitor.config.model import (
     Topup,
     parse_every,
 )
+from monitor.config.sinks import PAGERDUTY_URL, Delivery, PagerDuty, Webhook, unset_variables
 from monitor.config.target import HTTP_PLACEHOLDERS, PLACEHOLDER_RE, HttpTarget, parse_path
 
-__all__ = ["AUTO_BASELINE_RUNS", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS", "PLACEHOLDER_RE", "Alerts",
-           "BaselineCfg", "Budget", "CatalogCfg", "Endpoint", "HttpTarget", "Metrics", "Sampling",
-           "Schedule", "Settings", "Setup", "Slack", "Storage", "Thresholds", "Topup",
-           "demo_config_path",
+__all__ = ["AUTO_BASELINE_RUNS", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS", "PAGERDUTY_URL",
+           "PLACEHOLDER_RE", "Alerts", "BaselineCfg", "Budget", "CatalogCfg", "Delivery",
+           "Endpoint", "HttpTarget", "Metrics", "PagerDuty", "Sampling", "Schedule", "Settings",
+           "Setup", "Slack", "Storage", "Thresholds", "Topup", "Webhook", "demo_config_path",
            "load_settings", "masked_dump", "parse_every", "parse_path", "parse_since",
-           "resolve_config_path", "setup_for"]
+           "resolve_config_path", "setup_for", "unset_variables"]

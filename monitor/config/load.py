@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConfigSettingsSource
 
 from monitor.config.model import Settings
+from monitor.config.sinks import unset_variables
 from monitor.errors import ConfigError, UsageError
 from monitor.yamlfile import YamlError, load_yaml
 
@@ -162,7 +163,27 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
         if name:
             state = "set" if os.environ.get(name) else "not set"
             data["alerts"]["slack"][field] = f"{name} ({state}; value never shown)"
+    alerts = settings.alerts
+    if alerts.webhook is not None:
+        hook = data["alerts"]["webhook"]
+        hook["url_env"] = _shown_var(alerts.webhook.url_env)
+        for header, var in alerts.webhook.headers_env.items():
+            hook["headers_env"][header] = _shown_var(var)
+    if alerts.pagerduty is not None:
+        pd = data["alerts"]["pagerduty"]
+        pd["routing_key_env"] = _shown_var(alerts.pagerduty.routing_key_env)
+        if _mask_url(pd["url"]) != pd["url"]:
+            pd["url"] = _mask_url(pd["url"])
+            warnings.append(f"{source}: alerts.pagerduty.url carries credentials or query "
+                            "values (masked here); the routing key belongs in routing_key_env")
+    warnings += [f"{source}: {line}" for line in unset_variables(alerts.webhook,
+                                                                 alerts.pagerduty)]
     return data, warnings
+
+
+def _shown_var(name: str) -> str:
+    state = "set" if os.environ.get(name) else "NOT SET"
+    return f"{name} ({state}; value never shown)"
 
 
 def parse_since(text: str) -> datetime:

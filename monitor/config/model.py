@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from monitor.config.sinks import PagerDuty, Webhook, check_headers_env
 from monitor.config.target import HttpTarget
 from monitor.errors import ConfigError
 from monitor.vocab import AnswerFormat, Persona, Variant
@@ -33,8 +34,6 @@ class Cost(BaseModel):
     output: float | None = Field(None, ge=0, description="USD per 1000 output tokens.")
 
 
-_HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
-_ENV = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class Endpoint(BaseModel):
@@ -75,13 +74,7 @@ class Endpoint(BaseModel):
     @field_validator("headers_env")
     @classmethod
     def _headers(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, var in v.items():
-            if not _HEADER.match(name):
-                raise ValueError(f"{name!r} is not a header name")
-            if not re.match(_ENV, var):
-                raise ValueError(f"headers_env.{name}: {var!r} is not an environment variable "
-                                 "name; the value belongs in the environment, not here")
-        return v
+        return check_headers_env(v)
 
     @model_validator(mode="after")
     def _target(self) -> Endpoint:
@@ -252,6 +245,9 @@ class Slack(BaseModel):
 class Alerts(BaseModel):
     model_config = _Strict
     slack: Slack = Field(default_factory=Slack)
+    webhook: Webhook | None = Field(None, description="A generic JSON webhook (url_env, ...).")
+    pagerduty: PagerDuty | None = Field(None, description="PagerDuty Events v2 "
+                                                          "(routing_key_env, ...).")
     cooldown_minutes: int = Field(
         360, ge=0, le=100_000,
         description="Kept for old configs; unused: a page is sent once per change to FIRING "

@@ -7,8 +7,12 @@
     recovery.py   which interrupted run is resumed, which closed, and why
     metrics.py    the gauges and counters, read back from DuckDB
     exporter.py   the only prometheus_client user: exposition and HTTP
-    outbox.py     messages owed to Slack, delivered once
+    outbox.py     messages owed to the alert sinks, delivered once to each, in order
+    sinks.py      what a sink is; a JSON POST with retries (through monitor.httpio,
+                  the only httpx user); secrets masked in what is logged
     slack.py      the only slack_sdk user
+    webhook.py    the generic JSON webhook (alerts.webhook)
+    pagerduty.py  PagerDuty Events v2 (alerts.pagerduty): trigger / resolve per cell
 
 Nothing is imported here: the scheduler process must not load the run stack
 (LiteLLM, pandas, SciPy); import the module you need.

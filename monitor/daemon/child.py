@@ -21,9 +21,9 @@ from pathlib import Path
 
 from monitor.catalog import load_catalog
 from monitor.config import load_settings
+from monitor.daemon import outbox
 from monitor.daemon.job import Daemon
 from monitor.daemon.metrics import MetricsState
-from monitor.daemon.slack import SlackNotifier
 from monitor.errors import MonitorError
 from monitor.logs import setup_logging
 from monitor.store import Store
@@ -76,7 +76,7 @@ def child_main(argv: list[str] | None = None) -> int:
         log.error("endpoint %s: run not started: %s", args.endpoint, exc)
         return exc.exit_code
     daemon = Daemon(settings, catalog, store, MetricsState(),
-                    SlackNotifier(settings.alerts.slack))
+                    outbox.build_sinks(settings.alerts))
 
     async def main() -> None:
         job = asyncio.ensure_future(daemon.run_job(args.endpoint))

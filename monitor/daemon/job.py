@@ -4,7 +4,8 @@ A job checks the daily budget, runs the same `run_endpoint` as
 `monitor probe --once`, then (in a worker thread) compares the run with the
 baseline, stores drift, the recent-runs JSD and, once per rotation cycle, each
 language's JSD against the baseline's (monitor.watch.shape) next to the run's statistics,
-refreshes the metrics and tells Slack about alert changes. A failing job is
+refreshes the metrics and tells the alert sinks (Slack, webhook, PagerDuty) about
+alert changes. A failing job is
 logged and counted (bias_monitor_run_failures_total) and the scheduler goes
 on. Cancellation (SIGTERM) interrupts the run cleanly: what arrived is
 stored, the run is marked interrupted and is resumed at the next start.
@@ -28,7 +29,7 @@ from monitor.config import Endpoint, Settings, setup_for
 from monitor.daemon import outbox
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import triage
-from monitor.daemon.slack import SlackNotifier
+from monitor.daemon.sinks import Sink
 from monitor.daemon.topup import confirm
 from monitor.measure import ChatClient, RunOptions, RunResult, run_endpoint
 from monitor.measure.run import make_client
@@ -51,7 +52,7 @@ WINDOW_BOOT = 500
 
 class Daemon:
     def __init__(self, settings: Settings, catalog: Catalog, store: Store, state: MetricsState,
-                 notifier: SlackNotifier,
+                 sinks: list[Sink],
                  client_factory: Callable[[Endpoint], ChatClient] | None = None, *,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.client_factory = client_factory  # tests may answer without HTTP
@@ -59,7 +60,7 @@ class Daemon:
         self.catalog = catalog
         self.store = store
         self.state = state
-        self.notifier = notifier
+        self.sinks = sinks  # Slack, the webhook, PagerDuty: each as configured
         self.clock = clock  # the budget's day
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
@@ -122,11 +123,11 @@ class Daemon:
         if ev.fingerprint_note:
             log.warning("endpoint %s: %s", endpoint.name, ev.fingerprint_note)
             payloads.append(outbox.note(ev.fingerprint_note))
-        await asyncio.to_thread(outbox.queue, self.store, self.notifier, endpoint.name, payloads)
+        await asyncio.to_thread(outbox.queue, self.store, self.sinks, endpoint.name, payloads)
         await asyncio.to_thread(self.deliver, endpoint)
 
     def deliver(self, endpoint: Endpoint) -> bool:
-        ok = outbox.deliver(self.store, self.notifier, endpoint.name,
+        ok = outbox.deliver(self.store, self.sinks, endpoint.name,
                             simulated=endpoint.simulated)
         if not ok:
             self.delivery_failures[endpoint.name] = self.delivery_failures.get(
@@ -276,12 +277,12 @@ class Daemon:
         return RunOptions(triplets=triplets, max_cost_usd=left)
 
     def budget_hit(self, endpoint: Endpoint) -> None:
-        """Metric, log, and one Slack notice per day (deduplicated in the outbox)."""
+        """Metric, log, and one notice per day (deduplicated in the outbox)."""
         text = (f"daily budget reached on {self.clock():%Y-%m-%d}: no more probes "
                 "until midnight UTC (budget.max_usd_per_day / max_probes_per_day)")
         self.state.set_flag("budget_exhausted", endpoint.name, 1)
         self.count_failure(endpoint.name, text)
-        outbox.queue(self.store, self.notifier, endpoint.name, [outbox.note(text)])
+        outbox.queue(self.store, self.sinks, endpoint.name, [outbox.note(text)])
         self.deliver(endpoint)
 
     def _interrupted(self, endpoint: Endpoint) -> str | None:

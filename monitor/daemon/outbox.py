@@ -1,21 +1,32 @@
-"""Messages owed to Slack: queued in the DuckDB outbox first, then delivered once.
+"""Messages owed to the alert sinks: queued in the DuckDB outbox first, then delivered
+once to each sink.
 
-A message is marked delivered only after Slack accepted it, so a Slack outage
-or a restart loses none and a delivered one is never sent again. A notice
-(model id or fingerprint changed, daily budget reached) is queued once per
-distinct text.
+A message is owed to every sink configured (its variables set) when it is
+queued, and marked done for a sink only after that sink took it (or refused
+it for good: monitor.daemon.sinks), so an outage of one sink or a restart
+loses nothing, a sink never gets a message twice, and one sink being down
+holds back no other. Each sink gets its messages in the order queued and
+stops at the first that fails, so a FIRING and the resolve after it (both
+owed after an outage) arrive in that order and its last word is the state.
+A notice (model id or fingerprint changed, daily budget reached) is queued
+once per distinct text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict
 
+from monitor.config import Alerts
+from monitor.daemon.pagerduty import PagerDutySink
+from monitor.daemon.sinks import Outcome, Sink
 from monitor.daemon.slack import SlackNotifier
-from monitor.store import Store
+from monitor.daemon.webhook import WebhookSink
+from monitor.store import OutboxItem, Store
 from monitor.watch import Transition
 
-__all__ = ["deliver", "note", "queue", "transition"]
+__all__ = ["build_sinks", "deliver", "message_key", "note", "queue", "transition"]
 
 
 def transition(t: Transition) -> str:
@@ -26,44 +37,78 @@ def note(text: str) -> str:
     return json.dumps({"kind": "note", "text": text})
 
 
-def queue(store: Store, notifier: SlackNotifier, endpoint: str, payloads: list[str]) -> None:
-    if not notifier.enabled:
+def build_sinks(alerts: Alerts) -> list[Sink]:
+    """Every configured sink, Slack first; each knows whether its variables are set."""
+    sinks: list[Sink] = [SlackNotifier(alerts.slack)]
+    if alerts.webhook is not None:
+        sinks.append(WebhookSink(alerts.webhook))
+    if alerts.pagerduty is not None:
+        sinks.append(PagerDutySink(alerts.pagerduty))
+    return sinks
+
+
+def queue(store: Store, sinks: list[Sink], endpoint: str, payloads: list[str]) -> None:
+    owed = [s.name for s in sinks if s.enabled]
+    if not owed:
         return
     fresh = [p for p in payloads
              if json.loads(p)["kind"] != "note" or not store.outbox_has(endpoint, p)]
     if fresh:
-        store.outbox_add(endpoint, fresh)
+        store.outbox_add(endpoint, fresh, owed)
 
 
-def deliver(store: Store, notifier: SlackNotifier, endpoint: str, *, simulated: bool) -> bool:
-    """Send what the outbox holds for `endpoint`, one message per run in the order
-    queued, stopping at the first that fails: a FIRING and the resolve after it
-    (both owed after an outage) arrive in that order, so Slack's last word is the
-    state. True when everything was delivered."""
-    pending = store.outbox_pending(endpoint)
-    if not pending or not notifier.enabled:
-        return True
-    groups: list[tuple[list[int], list[Transition], list[str]]] = []
+def message_key(endpoint: str, items: list[OutboxItem]) -> str:
+    """A message's id for a receiver to drop a retry: the same items, the same key (their
+    queue time makes it unique beyond the database's ids, which a new file reuses)."""
+    raw = json.dumps([endpoint, [[i.id, str(i.queued_at)] for i in items]])
+    return "bm-" + hashlib.sha256(raw.encode()).hexdigest()[:32]
+
+
+Group = tuple[list[OutboxItem], list[Transition], list[str]]
+
+
+def _groups(pending: list[OutboxItem], *, per_transition: bool) -> list[Group]:
+    """The messages: the items of one queueing (one run's changes and its notices)
+    together, or each item alone for a sink that takes one transition at a time."""
+    groups: list[Group] = []
+    last_at: object = None
     last_run: str | None = None
     for item in pending:
         data = json.loads(item.payload)
-        if data["kind"] == "note":
-            if not groups:
-                groups.append(([], [], []))
-            groups[-1][0].append(item.id)
-            groups[-1][2].append(data["text"])
-            continue
-        t = Transition.from_dict(data)
-        if not groups or (last_run is not None and t.run_id != last_run):
+        t = None if data["kind"] == "note" else Transition.from_dict(data)
+        run = t.run_id if t is not None else None
+        if (per_transition or not groups or item.queued_at != last_at
+                or (run is not None and last_run is not None and run != last_run)):
             groups.append(([], [], []))
-        last_run = t.run_id
-        groups[-1][0].append(item.id)
-        groups[-1][1].append(t)
-    for ids, transitions, notes in groups:
-        if not notifier.send(endpoint, transitions, simulated=simulated,
-                             note="; ".join(notes) or None):
+            last_run = None
+        last_at = item.queued_at
+        last_run = run or last_run
+        groups[-1][0].append(item)
+        if t is None:
+            groups[-1][2].append(data["text"])
+        else:
+            groups[-1][1].append(t)
+    return groups
+
+
+def _deliver_to(store: Store, sink: Sink, endpoint: str, *, simulated: bool) -> bool:
+    for items, transitions, notes in _groups(store.outbox_pending(endpoint, sink.name),
+                                             per_transition=sink.per_transition):
+        outcome = sink.deliver(endpoint, transitions, simulated=simulated,
+                               note="; ".join(notes) or None, key=message_key(endpoint, items))
+        if outcome == Outcome.FAILED:
             return False
-        store.outbox_delivered(ids)
-        if transitions:
+        store.outbox_delivered([i.id for i in items], sink.name, outcome.value)
+        if transitions and outcome == Outcome.DELIVERED:
             store.mark_notified(endpoint, [(t.scenario, t.country) for t in transitions])
     return True
+
+
+def deliver(store: Store, sinks: list[Sink], endpoint: str, *, simulated: bool) -> bool:
+    """Send what the outbox owes each enabled sink for `endpoint`. True when every sink
+    took everything (a refused message counts as taken: it is logged, not retried)."""
+    ok = True
+    for sink in sinks:
+        if sink.enabled:
+            ok = _deliver_to(store, sink, endpoint, simulated=simulated) and ok
+    return ok

@@ -25,7 +25,7 @@ from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetr
 from slack_sdk.webhook import WebhookClient
 
 from monitor.config import Slack
-from monitor.vocab import AlertState, LevelState
+from monitor.daemon.sinks import Outcome, headline
 from monitor.watch import Transition, bias_or_leniency
 
 __all__ = ["SlackNotifier", "build_blocks", "escape"]
@@ -55,15 +55,7 @@ def _ci(ci: tuple[float, float]) -> str:
 def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: bool = False,
                  note: str | None = None) -> tuple[str, list[dict[str, Any]]]:
     """(fallback text, Block Kit blocks) for one endpoint's state changes."""
-    firing = [t for t in transitions if t.to_state == AlertState.FIRING]
-    level = [t for t in transitions if t.condition == "level"
-             and t.to_state != LevelState.WITHIN]
-    head = (f"Local-language bias FIRING on {endpoint}" if firing
-            else f"Local-language bias level beyond threshold on {endpoint}" if level
-            else f"Local-language bias resolved on {endpoint}" if transitions
-            else f"bias-monitor notice for {endpoint}")
-    if simulated:
-        head += " (simulated endpoint)"
+    head = headline(endpoint, transitions, simulated=simulated)
     blocks: list[dict[str, Any]] = [{"type": "header",
                                      "text": {"type": "plain_text", "text": head[:150]}}]
     shown = transitions[:MAX_SECTIONS]  # Block Kit allows 50 blocks per message
@@ -97,7 +89,11 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
 
 
 class SlackNotifier:
-    """Sends to Slack when configured; otherwise a no-op that logs once."""
+    """Sends to Slack when configured; otherwise a no-op that logs once. An alert sink
+    (monitor.daemon.sinks): one message per run."""
+
+    name = "slack"
+    per_transition = False
 
     def __init__(self, cfg: Slack, *, timeout_s: int = 10) -> None:
         handlers = [RateLimitErrorRetryHandler(max_retry_count=3),
@@ -126,6 +122,11 @@ class SlackNotifier:
             return False
         text, blocks = build_blocks(endpoint, transitions, simulated=simulated, note=note)
         return self.post(text, blocks)
+
+    def deliver(self, endpoint: str, transitions: list[Transition], *, simulated: bool,
+                note: str | None, key: str) -> Outcome:
+        ok = self.send(endpoint, transitions, simulated=simulated, note=note)
+        return Outcome.DELIVERED if ok else Outcome.FAILED
 
     def post(self, text: str, blocks: list[dict[str, Any]]) -> bool:
         try:

@@ -12,14 +12,11 @@ retried; a 401 or a wrong path is not).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import weakref
 from typing import Any
 
-import httpx
-
 from monitor.config import PLACEHOLDER_RE, HttpTarget, parse_path
+from monitor.httpio import request
 
 __all__ = ["HttpTargetError", "ask", "request_of"]
 
@@ -30,11 +27,6 @@ class HttpTargetError(Exception):
         super().__init__(message)
         self.status_code = status_code
         self.headers = headers
-
-
-# One connection pool per event loop (the daemon's runs each have their own loop).
-_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = \
-    weakref.WeakKeyDictionary()
 
 
 def _fill(template: Any, values: dict[str, Any]) -> Any:
@@ -89,15 +81,11 @@ async def ask(target: dict[str, Any], messages: list[dict[str, Any]], *, languag
     headers = {"content-type": "application/json", **headers}
     if api_key and api_key != "no-key":
         headers.setdefault("authorization", f"Bearer {api_key}")
-    loop = asyncio.get_running_loop()
-    pool = _POOLS.get(loop)
-    if pool is None:
-        pool = _POOLS[loop] = httpx.AsyncClient()
-    reply = await pool.request(target["method"], target["url"], json=body, headers=headers,
-                               timeout=timeout_s)
-    if reply.status_code >= 300:
-        raise HttpTargetError(f"HTTP {reply.status_code} from the assistant's API: "
-                              f"{reply.text[:200]}", reply.status_code, dict(reply.headers))
+    reply = await request(target["method"], target["url"], body=body, headers=headers,
+                          timeout_s=timeout_s)
+    if reply.status >= 300:
+        raise HttpTargetError(f"HTTP {reply.status} from the assistant's API: "
+                              f"{reply.text[:200]}", reply.status, reply.headers)
     try:
         data = reply.json()
     except ValueError:

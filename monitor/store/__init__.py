@@ -6,7 +6,7 @@
     runs.py      run rows, owners, orphans, summaries
     owner.py     which process owns a run, and whether it lives
     results.py   calls, scores, run statistics, counters' totals
-    state.py     baselines, alert states and events, the Slack outbox
+    state.py     baselines, alert states and events, the alert outbox (per sink)
     inputs.py    the statistics engine's inputs, aggregated in DuckDB
     export.py    every table as Parquet
     store.py     Store: all of the above on one file

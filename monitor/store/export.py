@@ -38,6 +38,9 @@ class ExportStore(Database):
                             "WHERE event_at >= $1",
             "outbox": "SELECT *, CAST(created_at AS DATE) AS date FROM outbox "
                       "WHERE created_at >= $1",
+            "outbox_delivery": "SELECT d.*, o.endpoint, CAST(o.created_at AS DATE) AS date "
+                               "FROM outbox_delivery d JOIN outbox o USING (id) "
+                               "WHERE o.created_at >= $1",
         }
         counts: dict[str, int] = {}
         damaged: dict[str, str] = {}

@@ -121,6 +121,7 @@ class AlertEvent:
 class OutboxItem:
     id: int
     payload: str  # JSON: {"kind": "transition" | "note", ...}
+    queued_at: datetime | None = None  # one per outbox_add: the items of one message share it
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ schema and may grow with a migration.
 from __future__ import annotations
 
 __all__ = ["APP", "CALL_COLUMNS", "EVENT_COLUMNS", "MIGRATIONS", "OUTBOX_COLUMNS", "RUN_FIELDS",
-           "SCORE_COLUMNS", "STATE_COLUMNS", "STAT_COLUMNS"]
+           "SCORE_COLUMNS", "SINK_COLUMNS", "STATE_COLUMNS", "STAT_COLUMNS"]
 
 APP = "bias-monitor"
 
@@ -82,6 +82,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE baselines ADD COLUMN setup VARCHAR DEFAULT 'default'",
         "ALTER TABLE probe_calls ADD COLUMN answer_format VARCHAR DEFAULT 'text'",
     ),
+    (  # v7: delivery per sink (slack, webhook, pagerduty), each once and in order; a
+        # message is owed to the sinks configured when it was queued. Before, Slack was
+        # the only sink: every queued message was owed to it.
+        """CREATE TABLE outbox_delivery (
+            id BIGINT NOT NULL, sink VARCHAR NOT NULL, delivered_at TIMESTAMPTZ,
+            outcome VARCHAR, PRIMARY KEY (id, sink))""",
+        "INSERT INTO outbox_delivery SELECT id, 'slack', delivered_at, CASE WHEN delivered_at "
+        "IS NULL THEN NULL ELSE 'delivered' END FROM outbox",
+    ),
 )
 
 # (name, DuckDB type) in table order; batches are dicts of column -> list.
@@ -116,6 +125,10 @@ STATE_COLUMNS: tuple[tuple[str, str], ...] = (
 OUTBOX_COLUMNS: tuple[tuple[str, str], ...] = (
     ("id", "BIGINT"), ("endpoint", "VARCHAR"), ("created_at", "TIMESTAMPTZ"),
     ("payload", "VARCHAR"), ("delivered_at", "TIMESTAMPTZ"),
+)
+SINK_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "BIGINT"), ("sink", "VARCHAR"), ("delivered_at", "TIMESTAMPTZ"),
+    ("outcome", "VARCHAR"),
 )
 EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("endpoint", "VARCHAR"), ("scenario", "VARCHAR"), ("country", "VARCHAR"),

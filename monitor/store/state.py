@@ -1,8 +1,9 @@
-"""The daemon's memory: baselines, alert states and their history, the Slack outbox.
+"""The daemon's memory: baselines, alert states and their history, the alert outbox.
 
 Alert states (per endpoint x scenario x country) and the CUSUM sums live here,
 so that a restart neither forgets a firing cell nor re-sends it; messages owed
-to Slack wait in the outbox until delivered.
+to the alert sinks wait in the outbox until each sink took them
+(outbox_delivery: one row per message and sink it is owed to).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import UTC, datetime
 
 from monitor.store.db import Database, insert
 from monitor.store.records import AlertEvent, Baseline, CellRecord, OutboxItem
-from monitor.store.schema import EVENT_COLUMNS, OUTBOX_COLUMNS, STATE_COLUMNS
+from monitor.store.schema import EVENT_COLUMNS, OUTBOX_COLUMNS, SINK_COLUMNS, STATE_COLUMNS
 
 __all__ = ["StateStore"]
 
@@ -77,27 +78,43 @@ class StateStore(Database):
                         "list_contains($3, [scenario, country])",
                         [datetime.now(UTC), endpoint, [list(c) for c in cells]])
 
-    def outbox_add(self, endpoint: str, payloads: Sequence[str]) -> None:
+    def outbox_add(self, endpoint: str, payloads: Sequence[str], sinks: Sequence[str]) -> None:
+        """Queue one message (its payloads), owed to each of `sinks`."""
         with self._connect() as con, self._transaction(con):
             row = con.execute("SELECT coalesce(max(id), 0) FROM outbox").fetchone()
             start = int(row[0]) if row else 0
             n = len(payloads)
+            ids = list(range(start + 1, start + 1 + n))
             insert(con, "outbox", OUTBOX_COLUMNS, {
-                "id": list(range(start + 1, start + 1 + n)), "endpoint": [endpoint] * n,
+                "id": ids, "endpoint": [endpoint] * n,
                 "created_at": [datetime.now(UTC)] * n, "payload": list(payloads),
                 "delivered_at": [None] * n}, replace=False)
+            owed = [(i, s) for i in ids for s in sinks]
+            insert(con, "outbox_delivery", SINK_COLUMNS, {
+                "id": [i for i, _ in owed], "sink": [s for _, s in owed],
+                "delivered_at": [None] * len(owed), "outcome": [None] * len(owed)},
+                replace=False)
 
     def outbox_has(self, endpoint: str, payload: str) -> bool:
         """Whether this very message was ever queued (notices are sent once)."""
         return bool(self._rows("SELECT 1 FROM outbox WHERE endpoint = ? AND payload = ? LIMIT 1",
                                [endpoint, payload]))
 
-    def outbox_pending(self, endpoint: str) -> list[OutboxItem]:
-        rows = self._rows("SELECT id, payload FROM outbox WHERE endpoint = ? AND delivered_at "
-                          "IS NULL ORDER BY id", [endpoint])
-        return [OutboxItem(int(r[0]), str(r[1])) for r in rows]
+    def outbox_pending(self, endpoint: str, sink: str | None = None) -> list[OutboxItem]:
+        """What is still owed to `sink` (None: to any sink), oldest first."""
+        rows = self._rows(
+            "SELECT DISTINCT o.id, o.payload, o.created_at FROM outbox o JOIN outbox_delivery d "
+            "USING (id) WHERE o.endpoint = ? AND d.delivered_at IS NULL AND "
+            "(? IS NULL OR d.sink = ?) ORDER BY o.id", [endpoint, sink, sink])
+        return [OutboxItem(int(r[0]), str(r[1]), r[2]) for r in rows]
 
-    def outbox_delivered(self, ids: Sequence[int]) -> None:
-        with self._connect() as con:
-            con.execute("UPDATE outbox SET delivered_at = ? WHERE list_contains(?, id)",
-                        [datetime.now(UTC), list(ids)])
+    def outbox_delivered(self, ids: Sequence[int], sink: str, outcome: str = "delivered") -> None:
+        """`sink` is done with these messages (`outcome`: delivered, rejected by the receiver,
+        or skipped as nothing for it); a message done by every sink is delivered."""
+        now = datetime.now(UTC)
+        with self._connect() as con, self._transaction(con):
+            con.execute("UPDATE outbox_delivery SET delivered_at = ?, outcome = ? WHERE sink = ? "
+                        "AND list_contains(?, id)", [now, outcome, sink, list(ids)])
+            con.execute("UPDATE outbox SET delivered_at = ? WHERE list_contains(?, id) AND NOT "
+                        "EXISTS (SELECT 1 FROM outbox_delivery d WHERE d.id = outbox.id AND "
+                        "d.delivered_at IS NULL)", [now, list(ids)])

@@ -10,12 +10,18 @@
 
 from monitor.watch.baseline import auto_baseline, comparable, run_model
 from monitor.watch.drift import CellState, Observation, observe, step, z_score
-from monitor.watch.evaluate import Evaluation, Transition, bias_or_leniency, evaluate
+from monitor.watch.evaluate import (
+    Evaluation,
+    Transition,
+    bias_or_leniency,
+    did_verdict,
+    evaluate,
+)
 from monitor.watch.history import History, history, replay
 from monitor.watch.movers import Mover, rank_movers
 from monitor.watch.plan import Cells, cell_shares, make_plan, sd_from_md, simulate
 
 __all__ = ["CellState", "Cells", "Evaluation", "History", "Mover", "Observation", "Transition",
-           "auto_baseline", "bias_or_leniency", "cell_shares", "comparable", "evaluate",
-           "history", "make_plan", "observe", "rank_movers", "replay", "run_model",
+           "auto_baseline", "bias_or_leniency", "cell_shares", "comparable", "did_verdict",
+           "evaluate", "history", "make_plan", "observe", "rank_movers", "replay", "run_model",
            "sd_from_md", "simulate", "step", "z_score"]

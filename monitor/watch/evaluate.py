@@ -30,7 +30,8 @@ from monitor.watch.baseline import auto_baseline, comparable, run_model
 from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, observe, step
 from monitor.watch.movers import Mover, rank_movers
 
-__all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "evaluate", "suspects"]
+__all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "did_verdict", "evaluate",
+           "suspects"]
 
 TOP_MOVERS_SLACK = 3
 
@@ -97,13 +98,21 @@ def _pages(prev: str, new: str) -> bool:
         prev == AlertState.FIRING and new == AlertState.OK)
 
 
+def did_verdict(did: float, lo: float, hi: float) -> str:
+    """"bias" (the DiD's whole CI beyond 0), "leniency" (0 inside it) or "unknown" (no CI)."""
+    if not all(math.isfinite(x) for x in (did, lo, hi)):
+        return "unknown"
+    return "bias" if lo > 0 or hi < 0 else "leniency"
+
+
 def bias_or_leniency(did: float, lo: float, hi: float) -> str:
     """What a cell's DiD says, with its CI (docs/statistics.md, DiD)."""
-    if not all(math.isfinite(x) for x in (did, lo, hi)):
+    verdict = did_verdict(did, lo, hi)
+    if verdict == "unknown":
         shown = f"{did:+.2f}" if math.isfinite(did) else "n/a"
         return f"DiD {shown} (no CI): bias or leniency cannot be told apart"
     ci = f"DiD {did:+.2f} [{lo:+.2f}, {hi:+.2f}]"
-    if lo > 0 or hi < 0:
+    if verdict == "bias":
         return f"{ci}: bias - the local language moves local options against the others"
     return (f"{ci}: consistent with leniency - the language scores every option alike "
             "(no bias shown beyond it)")

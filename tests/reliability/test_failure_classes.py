@@ -347,7 +347,7 @@ def test_an_unreachable_endpoint_says_nothing_about_the_model_and_keeps_the_gaug
     assert after.last_run_success == {"sim": 0}
     assert after.comparable == {"sim": 1}  # the outage is not a model change
     assert after.md == before.md and after.drift == before.drift  # the series stay
-    assert not any("model id changed" in p for _, p in store.outbox_pending("sim"))
+    assert not any("model id changed" in i.payload for i in store.outbox_pending("sim"))
     assert daemon.failures == {"sim": 1}
 
 
@@ -538,12 +538,12 @@ def test_export_writes_every_table(tmp_path: Path, shipped_catalog: Catalog) -> 
     store.set_baseline("sim", [run.run_id], run.catalog_version, "simulated/demo", auto=False)
     store.save_alert_states("sim", [CellRecord("all", "CN", "pending", 1.0, 0.0, 1, 0, 2.0, "r",
                                                run.run_id, datetime.now(UTC), None)], [])
-    store.outbox_add("sim", [json.dumps({"kind": "note", "text": "hello"})])
+    store.outbox_add("sim", [json.dumps({"kind": "note", "text": "hello"})], ["slack"])
     code, out, err = _in_process("export", "--parquet", str(tmp_path / "pq"), "--config",
                                  str(cfg))
     assert code == 0, err
     for table in ("runs", "probe_calls", "scores", "run_stats", "baselines", "alert_state",
-                  "outbox"):
+                  "outbox", "outbox_delivery"):
         assert f"{table}: " in out and any((tmp_path / "pq" / table).rglob("*.parquet")), table
 
 

@@ -49,14 +49,14 @@ def sim_daemon(cfg: Path, catalog: Any, client: Any = None) -> tuple[Any, Any, A
     from monitor.config import load_settings
     from monitor.daemon.job import Daemon
     from monitor.daemon.metrics import MetricsState
-    from monitor.daemon.slack import SlackNotifier
+    from monitor.daemon.outbox import build_sinks
     from monitor.store import Store
 
     settings, _ = load_settings(cfg)
     store = Store(settings.storage.path)
     factory = client or (lambda ep: DirectSimClient({**ep.params}, catalog.root))
     daemon = Daemon(settings, catalog, store, MetricsState(),
-                    SlackNotifier(settings.alerts.slack), client_factory=factory)
+                    build_sinks(settings.alerts), client_factory=factory)
     return daemon, settings, store
 
 

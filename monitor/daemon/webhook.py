@@ -1,0 +1,97 @@
+"""The generic JSON webhook: one POST per message (a run's alert changes and notices).
+
+The body (`body`, documented in docs/contract.md "Webhook") carries a
+`dedup_key` that is the same on every retry of the message, also sent as
+the `Idempotency-Key` header, so a receiver can drop a retry it already
+took. The URL (`url_env`) and the extra headers' values (`headers_env`)
+come from the environment; a variable that is not set leaves the webhook
+unconfigured (logged once; `monitor config check` says it too).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any
+
+from monitor.config import Webhook
+from monitor.daemon.sinks import Outcome, cell_key, headline, post
+from monitor.watch import Transition, bias_or_leniency, did_verdict
+
+__all__ = ["SCHEMA", "WebhookSink", "body"]
+
+log = logging.getLogger("monitor.daemon.webhook")
+SCHEMA = "bias-monitor.alert/1"
+
+
+def _num(x: float | None) -> float | None:
+    """JSON has no NaN: a value that is not there (a CI at n = 1) is null."""
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _md(value: float, ci: tuple[float, float], n: int) -> dict[str, Any]:
+    return {"value": _num(value), "ci_lower": _num(ci[0]), "ci_upper": _num(ci[1]), "n": n}
+
+
+def transition_doc(t: Transition) -> dict[str, Any]:
+    """One cell's change, with its numbers (the webhook's item; PagerDuty's custom_details)."""
+    return {
+        "cell": {"scenario": t.scenario, "country": t.country},
+        "condition": t.condition, "from_state": t.from_state, "to_state": t.to_state,
+        "cell_key": cell_key(t),
+        "md": _md(t.md, t.ci, t.n), "baseline": _md(t.md_base, t.ci_base, t.n_base),
+        "z": _num(t.z),
+        "did": {"value": _num(t.did), "ci_lower": _num(t.did_ci[0]),
+                "ci_upper": _num(t.did_ci[1]), "verdict": did_verdict(t.did, *t.did_ci),
+                "text": bias_or_leniency(t.did, *t.did_ci)},
+        "why": t.reason or "state changed",
+        "movers": [{"option_id": m.option_id, "name_en": m.name_en, "name_local": m.name_local,
+                    "language": m.language, "old": _num(m.old), "new": _num(m.new)}
+                   for m in t.movers],
+    }
+
+
+def body(endpoint: str, transitions: list[Transition], *, simulated: bool, note: str | None,
+         key: str) -> dict[str, Any]:
+    run_id = transitions[0].run_id if transitions else None
+    return {
+        "schema": SCHEMA, "dedup_key": key, "endpoint": endpoint, "simulated": simulated,
+        "summary": headline(endpoint, transitions, simulated=simulated),
+        "run_id": run_id,
+        "report_command": f"monitor report --run {run_id}" if run_id else None,
+        "note": note,
+        "transitions": [transition_doc(t) for t in transitions],
+    }
+
+
+class WebhookSink:
+    name = "webhook"
+    per_transition = False
+
+    def __init__(self, cfg: Webhook) -> None:
+        self._cfg = cfg
+        self._url = _env(cfg.url_env)
+        self._headers = {h: _env(var) for h, var in cfg.headers_env.items()}
+        unset = [var for var in [cfg.url_env, *cfg.headers_env.values()] if not _env(var)]
+        self._enabled = not unset
+        if unset:
+            log.warning("alerts.webhook: environment variable(s) %s not set; the webhook "
+                        "gets no alerts", ", ".join(unset))
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def deliver(self, endpoint: str, transitions: list[Transition], *, simulated: bool,
+                note: str | None, key: str) -> Outcome:
+        if not transitions and not note:
+            return Outcome.SKIPPED
+        doc = body(endpoint, transitions, simulated=simulated, note=note, key=key)
+        return post(self.name, self._url, doc, headers={"Idempotency-Key": key, **self._headers},
+                    cfg=self._cfg, secrets=[self._url, *self._headers.values()],
+                    what=f"message {key} for {endpoint}")
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name, "")
