@@ -48,10 +48,12 @@ def test_apply_pages_dismisses_or_keeps_pending() -> None:
     asked = np.array([True, True, True, True, False])
     decision = np.array([topup.CONFIRM, topup.DISMISS, topup.UNDECIDED, topup.DISMISS,
                          topup.CONFIRM])
-    s, u, d, r = topup.apply(state, up, down, runs, asked, np.ones(5), decision)
+    s, u, d, r = topup.apply(state, up, down, runs, asked, np.ones(5), decision, 7.0)
     assert list(d) == [0.0] * 5
-    assert list(s) == [2, 0, 1, 2, 0]  # firing / ok / pending / firing kept / not asked
-    assert list(u) == [3.0, 0.0, 3.0, 0.0, 3.0] and list(r) == [1, 0, 1, 0, 1]
+    # firing / ok / as the CUSUM had it / firing kept / not asked
+    assert list(s) == [2, 0, 0, 2, 0]
+    # a confirmed sum is raised to h, a dismissed one restarts
+    assert list(u) == [7.0, 0.0, 3.0, 0.0, 3.0] and list(r) == [1, 0, 1, 0, 1]
     hot, side = topup.suspect(np.array([0, 2, 1]), np.array([3.0, 9.0, 0.0]),
                               np.array([0.0, 0.0, 2.6]), 2.5)
     assert list(hot) == [True, False, True] and list(side) == [1, 1, -1]

@@ -176,7 +176,8 @@ def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
 def _after_topup(new: CellState, v: topup.Verdict, settings: Settings) -> CellState:
     """The cell's state once its top-up has spoken (monitor.watch.topup.apply)."""
     code, up, down, runs = topup.apply(CODES[AlertState(new.state)], new.s_plus, new.s_minus,
-                                       new.alarm_runs, True, v.side, v.decision)
+                                       new.alarm_runs, True, v.side, v.decision,
+                                       settings.thresholds.cusum_h)
     state = STATES[int(code)]
     a, b = topup.bounds(settings.topup.alpha, settings.topup.beta)
     side = "up" if v.side > 0 else "down"
@@ -191,7 +192,7 @@ def _after_topup(new: CellState, v: topup.Verdict, settings: Settings) -> CellSt
                   "that side's CUSUM restarts" if state == AlertState.OK else new.reason)
     else:
         reason = (f"drift {side} suspected, top-up inconclusive after {fresh}; asked "
-                  "again next run")
+                  "again next run" if state != AlertState.OK else new.reason)
     return CellState(state, float(up), float(down), int(runs), new.calm_runs, new.z, reason,
                      new.level, new.level_runs)
 

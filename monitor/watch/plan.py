@@ -162,7 +162,7 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
             open_ &= (d == topup.UNDECIDED) & (k < tp.cap)
         asked[:, t] = k
         new, s_plus, s_minus, alarm_runs = topup.apply(new, s_plus, s_minus, alarm_runs, hot,
-                                                       side, decision)
+                                                       side, decision, h)
         fired[:, t] = (new == 2) & (state != 2)
         states[:, t] = state = new
     return TopupSim(fired, asked, states)

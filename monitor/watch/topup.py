@@ -13,7 +13,7 @@ MD differs from the baseline's by x,
 ln((1 - beta) / alpha) confirms: the cell pages now. L <= B = ln(beta / (1 -
 alpha)) dismisses: the CUSUM's sum on that side restarts at 0, since fresh
 data gave evidence against the shift. At `topup.max_triplets` without either
-the cell stays PENDING and the next run may try again. Because the fresh data
+the cell stays as the CUSUM alone has it and the next run may try again. Because the fresh data
 are new draws from the same population, the chance of confirming a shift that
 is not there is at most alpha per top-up whatever led to it (Ville's
 inequality for the likelihood-ratio martingale), and only cells the CUSUM
@@ -83,17 +83,21 @@ def suspect(state: Any, s_plus: Any, s_minus: Any, suspect_h: float) -> tuple[An
 
 
 def apply(state: Any, s_plus: Any, s_minus: Any, alarm_runs: Any, asked: Any, side: Any,
-          decision: Any) -> tuple[Any, Any, Any, Any]:
-    """The cells after their top-up (asked False: none ran, nothing changes): confirmed
-    -> FIRING; dismissed -> that side's sum back to 0 and OK (unless it was FIRING);
-    undecided -> at least PENDING, the sums kept."""
+          decision: Any, h: Any) -> tuple[Any, Any, Any, Any]:
+    """The cells after their top-up (asked False: none ran, nothing changes).
+    Confirmed -> FIRING, and that side's sum raised to at least h (the classic alarm
+    level: the fresh data are evidence of the shift too), so that a confirmed page
+    needs as much evidence against the shift to resolve as one the CUSUM found alone.
+    Dismissed -> that side's sum back to 0 and OK (unless it was FIRING). Undecided
+    -> as the CUSUM alone has it (PENDING only above h); the next run may suspect
+    the cell again."""
     asked = np.asarray(asked, bool)
     conf = asked & (decision == CONFIRM)
     dism = asked & (decision == DISMISS)
-    und = asked & (decision == UNDECIDED)
-    state = np.where(conf, 2, np.where(dism & (state < 2), 0,
-                                       np.where(und, np.maximum(state, 1), state)))
-    s_plus = np.where(dism & (side > 0), 0.0, s_plus)
-    s_minus = np.where(dism & (side < 0), 0.0, s_minus)
+    state = np.where(conf, 2, np.where(dism & (state < 2), 0, state))
+    s_plus = np.where(dism & (side > 0), 0.0,
+                      np.where(conf & (side > 0), np.maximum(s_plus, h), s_plus))
+    s_minus = np.where(dism & (side < 0), 0.0,
+                       np.where(conf & (side < 0), np.maximum(s_minus, h), s_minus))
     alarm_runs = np.where(dism, 0, alarm_runs)
     return np.asarray(state, np.int8), s_plus, s_minus, alarm_runs

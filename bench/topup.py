@@ -1,0 +1,241 @@
+"""The detector with its top-up confirmation: false pages, detection within 3 runs, calls.
+
+    python bench/topup.py [--quick] [--e2e-reps 40] [--out PATH]
+
+Part 1 (normal model; seconds): monitor.watch.plan.evaluate_topup, i.e. the daemon's
+own CUSUM (monitor.watch.drift.advance) and top-up (monitor.watch.topup: suspect,
+llr, decide, apply) on normal data per pooled country cell, 400 baselines with
+their own estimation error x 100 runs, for the demo profile's sd of d (0.95) and the
+realistic one's (1.34), an automatic 20-run baseline and a calibration baseline of
+one rotation cycle (1,919 triplets at six languages, `monitor baseline calibrate`'s
+default), over run sizes.
+Part 2 (normal model): 200-run histories: pages with no shift (a stable accepted
+bias is no shift), OK -> PENDING transitions, and FIRING -> OK ("resolved") under a
+persistent shift of 0.5 points.
+Part 3 (the real path; minutes): the daemon's job itself (Daemon.run_job: Sampler,
+prompts, the simulated model of monitor/measure/simulated.py, the parser, DuckDB,
+the statistics engine, evaluate, the top-up asking fresh triplets) for the demo
+and realistic profiles: a calibration-sized baseline (one rotation cycle of
+40-triplet runs), then (a) 100 runs with nothing changed: pages, calls per run;
+(b) --e2e-reps copies of that database, each given 3 runs in which CN's bias grows
+by 0.6 points (MD +0.5): P(CN paged within 3 runs) and the calls those runs took.
+
+Writes bench/results/topup.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from monitor.catalog import Catalog, load_catalog
+from monitor.config import Settings, load_settings
+from monitor.daemon.job import Daemon
+from monitor.daemon.metrics import MetricsState
+from monitor.daemon.outbox import build_sinks
+from monitor.measure.llm import CallResult
+from monitor.measure.sampling import Sampler
+from monitor.measure.simulated import SimParams, answer
+from monitor.store import Store
+from monitor.watch.plan import (
+    RUNS,
+    TopupParams,
+    _base_runs,
+    cell_shares,
+    evaluate_topup,
+    simulate_topup,
+)
+
+OUT = Path(__file__).resolve().parent / "results" / "topup.json"
+PROFILES = {"demo": 0.95, "realistic": 1.34}  # sd of d (docs/benchmarks.md, issue 14)
+SIZES = (30, 40, 50, 60, 80, 100, 150)
+CN_SHIFT = 0.6  # bias points: MD + 5/6 * 0.6 = +0.5
+
+
+def _defaults() -> tuple[Settings, TopupParams]:
+    s = Settings(endpoints=[{"name": "x", "model": "simulated/demo"}])
+    tp = s.topup
+    return s, TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets, tp.max_triplets)
+
+
+def normal_part(cat: Catalog, quick: bool) -> dict[str, Any]:
+    s, tp = _defaults()
+    cells = cell_shares(cat, s.sampling.scenarios, s.sampling.languages)
+    sampler = Sampler(cat, scenarios=s.sampling.scenarios, variants=list(s.sampling.variants),
+                      seed=0, triplets_per_run=40, languages=s.sampling.languages)
+    cycle = sampler.population
+    out: dict[str, Any] = {"calibration_triplets": cycle, "rows": []}
+    for profile, sd in PROFILES.items():
+        for base_name, base in (("automatic", None), ("calibration", cycle)):
+            for n in (40,) if quick else SIZES:
+                r = evaluate_topup(n, cells, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing,
+                                   None, tp, s.thresholds.cusum_h, base)
+                row = {"profile": profile, "sd": sd, "baseline": base_name, **r}
+                out["rows"].append(row)
+                print(f"{profile:9s} {base_name:11s} n={n:3d}: FP {r['false_alarms_per_100']:.2f}"
+                      f" (p90 {r['false_alarms_per_100_spread']['p90']:g}), P3 worst "
+                      f"{r['p_detect']:.3f} ({r['worst_cell']}) mean {r['p_detect_mean']:.3f}, "
+                      f"calls/run {r['triplets_asked_mean'] * 6:.0f} (shifted "
+                      f"{r['triplets_asked_shifted'] * 6:.0f}, max {r['triplets_asked_max'] * 6})",
+                      flush=True)
+    return out
+
+
+def long_part(cat: Catalog) -> dict[str, Any]:
+    s, tp = _defaults()
+    cells = cell_shares(cat, s.sampling.scenarios, s.sampling.languages)
+    out = {}
+    for profile, sd in PROFILES.items():
+        n = np.array([max(1, round(40 * x)) for x in cells.shares])
+        base = n * _base_runs(40, None, 1919)
+        kw: dict[str, Any] = {"h": s.thresholds.cusum_h, "tp": tp, "base_triplets": base,
+                              "drift_points": 0.5, "min_runs_firing": s.alerts.min_runs_firing,
+                              "runs": 200, "reps": 400}
+        null = simulate_topup(n, sd, shift=0.0, **kw)
+        pages = null.fired.sum(axis=(1, 2))
+        pend = ((null.state[:, 1:] == 1) & (null.state[:, :-1] == 0)).sum(axis=(1, 2))
+        shifted = simulate_topup(n, sd, shift=0.5, **kw)
+        resolved = ((shifted.state[:, 1:] == 0) & (shifted.state[:, :-1] == 2)).sum(axis=(1, 2))
+        out[profile] = {
+            "pages_per_200_runs_mean": float(pages.mean()),
+            "share_of_baselines_with_0_pages_in_200_runs": float((pages == 0).mean()),
+            "ok_to_pending_per_200_runs_mean": float(pend.mean()),
+            "resolved_under_persistent_shift_per_200_runs_mean": float(resolved.mean()),
+            "share_with_0_false_resolved": float((resolved == 0).mean())}
+        print(profile, out[profile], flush=True)
+    return out
+
+
+class _Client:
+    """The simulated model answered in-process (no HTTP), seeded per run."""
+
+    def __init__(self, params: dict[str, Any], profile: str, root: Path) -> None:
+        self.params = SimParams.from_params({**params, "catalog_path": str(root)}, profile)
+
+    async def complete(self, messages: list[dict[str, str]], **_: Any) -> CallResult:
+        reply = answer(messages, self.params)
+        return CallResult(reply.text, None, 0.001, reply.input_tokens, reply.output_tokens,
+                          0.0001, "simulated/x", "fp-sim", 1)
+
+
+def _daemon(cfg: Path, cat: Catalog) -> tuple[Daemon, Store]:
+    settings, _ = load_settings(cfg)
+    store = Store(settings.storage.path)
+    return Daemon(settings, cat, store, MetricsState(), build_sinks(settings.alerts)), store
+
+
+async def _run(daemon: Daemon, cat: Catalog, profile: str, bias: dict[str, float],
+               seed: int) -> None:
+    daemon.client_factory = lambda ep: _Client(  # type: ignore[assignment]
+        {"bias_points": bias, "seed": seed}, profile, cat.root)
+    await daemon.run_job("sim")
+
+
+def _calls(store: Store, since: int) -> int:
+    rows = store._rows("SELECT count(*) FROM probe_calls", [])
+    return int(rows[0][0]) - since
+
+
+def _pages(store: Store, country: str | None = None) -> int:
+    q = ("SELECT count(*) FROM alert_events WHERE scenario = 'all' AND to_state = 'firing'"
+         + (" AND country = ?" if country else ""))
+    return int(store._rows(q, [country] if country else [])[0][0])
+
+
+def e2e_part(cat: Catalog, reps: int, null_runs: int) -> dict[str, Any]:
+    out = {}
+    for profile in PROFILES:
+        work = Path(tempfile.mkdtemp(prefix=f"topup-{profile}-"))
+        db = work / "base.duckdb"
+        sampler = Sampler(cat, scenarios=["university", "relocation", "travel"],
+                          variants=["plain", "cot", "female", "male"], seed=0,
+                          triplets_per_run=40, languages=["en", "ja", "zh", "fr", "de", "ko"])
+        cycle = sampler.runs_per_cycle
+        cfg = work / "monitor.yaml"
+        cfg.write_text(json.dumps({
+            "storage": {"path": str(db)},
+            "endpoints": [{"name": "sim", "model": f"simulated/{profile}",
+                           "max_concurrency": 64, "rpm": 100000}],
+            "sampling": {"triplets_per_run": 40},
+            "baseline": {"auto_min_triplets": 40 * cycle}}), encoding="utf-8")
+        t0 = time.time()
+        daemon, store = _daemon(cfg, cat)
+        bias = {"CN": 0.0}
+        for i in range(cycle + 1):  # the baseline, set by the run after it
+            asyncio.run(_run(daemon, cat, profile, bias, 1000 + i))
+        assert store.baseline("sim") is not None
+        store_base_calls = _calls(store, 0)
+        shutil.copy(db, work / "frozen.duckdb")
+        print(f"{profile}: baseline of {cycle} runs in {time.time() - t0:.0f} s", flush=True)
+        # (a) nothing changes
+        before = _calls(store, 0)
+        for i in range(null_runs):
+            asyncio.run(_run(daemon, cat, profile, bias, 5000 + i))
+        null_calls = _calls(store, before) / null_runs
+        null_pages = _pages(store)
+        # (b) CN's bias grows; each replication from the frozen baseline
+        hits, calls = 0, []
+        for r in range(reps):
+            rep_db = work / f"rep{r}.duckdb"
+            shutil.copy(work / "frozen.duckdb", rep_db)
+            rcfg = work / f"rep{r}.yaml"
+            doc = json.loads(cfg.read_text(encoding="utf-8"))
+            doc["storage"]["path"] = str(rep_db)
+            rcfg.write_text(json.dumps(doc), encoding="utf-8")
+            d2, s2 = _daemon(rcfg, cat)
+            c0 = _calls(s2, 0)
+            for k in range(3):
+                asyncio.run(_run(d2, cat, profile, {"CN": CN_SHIFT}, 90_000 + 10 * r + k))
+                if _pages(s2, "CN"):
+                    break
+            hits += _pages(s2, "CN") > 0
+            calls.append(_calls(s2, c0) / (k + 1))
+            rep_db.unlink()
+        out[profile] = {
+            "baseline_runs": cycle, "baseline_calls": store_base_calls,
+            "null_runs": null_runs, "null_pages_all_cells": null_pages,
+            "null_pages_per_100_runs": 100 * null_pages / null_runs,
+            "null_calls_per_run": round(null_calls, 1),
+            "shift_reps": reps, "cn_paged_within_3_runs": hits / reps,
+            "calls_per_run_while_shifted": round(float(np.mean(calls)), 1),
+            "seconds": round(time.time() - t0, 1)}
+        print(profile, out[profile], flush=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="run size 40 only, no real path")
+    ap.add_argument("--e2e-reps", type=int, default=40)
+    ap.add_argument("--e2e-null-runs", type=int, default=100)
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    cat = load_catalog(None, [])
+    t0 = time.time()
+    res: dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(),
+                           "runs_per_history": RUNS, "normal": normal_part(cat, args.quick),
+                           "long": long_part(cat)}
+    if not args.quick:
+        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs)
+    res["seconds"] = round(time.time() - t0, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2), encoding="utf-8")
+    print(f"wrote {args.out} ({res['seconds']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
