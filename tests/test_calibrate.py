@@ -63,6 +63,10 @@ def test_the_calibration_run_becomes_the_baseline_and_the_plan_uses_it(
     assert run.status == "complete" and base is not None
     assert base.run_ids == [run.run_id] and base.auto is False
     assert f"calibration run {run.run_id}, {run.triplets} triplets" in out
+    # What the configured detector (with its top-up) does against this baseline:
+    expect = next(ln for ln in out.splitlines() if "expected at" in ln)
+    assert "with the top-up" in expect and "false pages per 100 runs" in expect
+    assert "calls per run" in expect and "worst cell" in expect
     # The injected bias is measured: CN's interval holds its MD (1 - 1/6: the bias is in
     # the local language only) and excludes 0; US's holds 0.
     rows = {ln.split()[0]: ln for ln in out.splitlines() if ln.startswith("  ") and "n=" in ln}

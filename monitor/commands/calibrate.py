@@ -21,6 +21,8 @@ import argparse
 import math
 import sys
 
+import numpy as np
+
 from monitor.catalog import load_catalog
 from monitor.commands.plan import cost_per_call, stored_usage
 from monitor.commands.probe import endpoints_for, run_until_stopped
@@ -29,7 +31,14 @@ from monitor.errors import EXIT_NO_RESULTS, UsageError
 from monitor.measure.run import RunOptions, RunResult
 from monitor.store import Store
 from monitor.vocab import POOLED, RunStatus
-from monitor.watch.plan import Cells, cell_shares, sd_from_md
+from monitor.watch.plan import (
+    Cells,
+    TopupParams,
+    cell_shares,
+    evaluate,
+    evaluate_topup,
+    sd_from_md,
+)
 
 __all__ = ["DEFAULT_TRIPLETS_PER_CELL", "calibrate_command", "calibration_size"]
 
@@ -77,7 +86,7 @@ def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: in
                          "--triplets-per-cell or raise --max-cost-usd")
 
 
-def _accept(store: Store, result: RunResult) -> None:
+def _accept(store: Store, result: RunResult, settings: Settings, cells: Cells) -> None:
     run = result.run
     # The model id the endpoint reported for the run (None when it reported none).
     model = store.run_model_ids([run.run_id]).get(run.run_id)
@@ -97,7 +106,31 @@ def _accept(store: Store, result: RunResult) -> None:
             print(f"  {r.country} ({r.language})  {r.md:+.2f} {ci(r.ci_lower, r.ci_upper)} "
                   f"n={r.n}   {r.did:+.2f} {ci(r.did_ci_lower, r.did_ci_upper)}")
     print("  persistence of triplet x language effects: not measured (it needs re-asked "
-          "prompts); `monitor plan` now sizes the runs against this baseline")
+          "prompts)")
+    if math.isfinite(sd) and sd > 0:
+        _expect(settings, cells, sd, run.triplets)
+
+
+def _expect(settings: Settings, cells: Cells, sd: float, base_triplets: int) -> None:
+    """What the configured detector does against this baseline (monitor.watch.plan)."""
+    t, tp, n = settings.thresholds, settings.topup, settings.sampling.triplets_per_run
+    mrf = settings.alerts.min_runs_firing
+    if tp.enabled:
+        r = evaluate_topup(n, cells, sd, t.drift_md_points, 3, t.drift_md_points, mrf, None,
+                           TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets,
+                                       tp.max_triplets), t.cusum_h, base_triplets)
+        langs = len(settings.sampling.languages)
+        print(f"  expected at {n} triplets per run with the top-up: "
+              f"{r['false_alarms_per_100']:g} false pages per 100 runs, a "
+              f"{t.drift_md_points:g}-point shift paged within 3 runs with p "
+              f"{r['p_detect']:g} in the worst cell ({r['worst_cell']}), about "
+              f"{r['triplets_asked_mean'] * langs:.0f} calls per run; `monitor plan` sizes "
+              "the runs for a target")
+    else:
+        _, fa, p = evaluate(n, cells, sd, t.drift_md_points, math.inf, 3, t.drift_md_points,
+                            mrf, None, hs=np.array([t.cusum_h]), baseline_triplets=base_triplets)
+        print(f"  expected at {n} triplets per run, h = {t.cusum_h:g}: {fa:g} false pages per "
+              f"100 runs, p(detect within 3 runs) {p:g}; `monitor plan` sizes the runs")
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
@@ -133,5 +166,5 @@ def calibrate_command(args: argparse.Namespace) -> int:
                       f"{endpoint.name} did not complete ({why}); its answers are stored, the "
                       "baseline is unchanged", file=sys.stderr)
                 return EXIT_NO_RESULTS
-            _accept(store, result)
+            _accept(store, result, settings, cells)
     return 0

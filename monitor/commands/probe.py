@@ -69,7 +69,8 @@ def run_until_stopped(settings: Settings, catalog: Catalog, store: Store, endpoi
                       command: str = "monitor probe --once", what: str = "") -> RunResult | int:
     """One run of `endpoint` with progress, or the exit code (130 / 143) when Ctrl-C or
     SIGTERM stopped it: every answer is kept, and one line says where and which `command`
-    resumes it (`what` names the run in that line, e.g. "calibration ")."""
+    resumes it (`what` names the run in that line, e.g. "calibration "). A storage
+    failure (StoreWriteError, exit 4) gets the same resume command."""
     try:
         return asyncio.run(terminable(run_endpoint(
             settings, catalog, store, endpoint, opts, Progress(label=f"[{endpoint.name}] "))))
@@ -86,6 +87,13 @@ def run_until_stopped(settings: Settings, catalog: Catalog, store: Store, endpoi
         print(f"\nmonitor: {what}{'terminated (SIGTERM)' if term else 'interrupted'}; answers "
               f"so far are stored in {settings.storage.path}.{hint}", file=sys.stderr)
         return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+    except StoreWriteError as exc:
+        if exc.run_id:  # the answers are in the spool: say how to bring them in
+            raise StoreWriteError(f"{exc}; then resume with: "
+                                  f"{resume_hint(exc.run_id, config_path, command)}",
+                                  mount=exc.mount, free_bytes=exc.free_bytes,
+                                  run_id=exc.run_id) from None
+        raise
 
 
 async def terminable(coro: Coroutine[Any, Any, T]) -> T:
@@ -132,15 +140,7 @@ def probe_command(args: argparse.Namespace) -> int:
         endpoints = endpoints_for(settings, args.endpoint, args.resume, store)
         settings.require_keys(endpoints, config_path)
         for endpoint in endpoints:
-            try:
-                got = run_until_stopped(settings, catalog, store, endpoint, opts, config_path)
-            except StoreWriteError as exc:
-                if exc.run_id:
-                    raise StoreWriteError(f"{exc}; then resume with: "
-                                          f"{resume_hint(exc.run_id, config_path)}",
-                                          mount=exc.mount, free_bytes=exc.free_bytes,
-                                          run_id=exc.run_id) from None
-                raise
+            got = run_until_stopped(settings, catalog, store, endpoint, opts, config_path)
             if isinstance(got, int):
                 return got
             results.append(got)

@@ -133,6 +133,21 @@ def test_a_full_disk_stops_the_run_keeps_every_paid_answer_and_resume_imports_th
     assert Store(small_disk / "monitor.duckdb").get_run(run.run_id).status == "complete"  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
+def test_a_full_disk_under_a_calibration_names_the_calibrate_resume_command(
+        tmp_path: Path, small_disk: Path) -> None:
+    with serve(_scored) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=4)],
+                           storage={"path": str(small_disk / "monitor.duckdb")})
+        out = _cli("baseline", "calibrate", "--config", str(cfg), "--triplets-per-cell", "40",
+                   env={"XDG_STATE_HOME": str(tmp_path / "state")})
+    assert out.returncode == 4, out.stderr
+    line = _one_error_line(out.stderr)
+    assert "No space left on device" in line
+    assert "then resume with: monitor baseline calibrate --resume" in line
+    assert f"--config {cfg}" in line
+
+
 # -- 2. metrics port in use -------------------------------------------------------------------
 
 
