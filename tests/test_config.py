@@ -425,3 +425,34 @@ def test_config_check_names_the_env_variable_of_a_bad_override(
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1
     assert "endpoints.0.max_concurrency" in err and "MONITOR_ENDPOINTS" in err
+
+
+# -- report: the served report folder and the alerts' link --------------------------------
+
+
+def test_report_defaults_beside_the_database_and_links_under_the_base_url(
+        tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    s, _ = load_settings(_write(tmp_path / "c.yaml", _config(storage={"path": "/data/m.duckdb"})))
+    assert s.report.enabled and s.report.keep_runs == 50 and s.report.link("r1") is None
+    assert s.report.folder(s.storage.path) == Path("/data/reports")
+    clean_env.setenv("MONITOR_REPORT__BASE_URL", "https://bias.internal:9464/")
+    clean_env.setenv("MONITOR_REPORT__DIR", "/srv/reports")
+    s, _ = load_settings(tmp_path / "c.yaml")
+    assert s.report.folder(s.storage.path) == Path("/srv/reports")
+    assert s.report.link("prod-1 x") == "https://bias.internal:9464/report/prod-1%20x/"
+    assert s.report.link(None) is None
+
+
+@pytest.mark.parametrize("url, hint", [
+    ("https://user:hunter2pass@bias.internal", "credentials"),
+    ("ftp://bias.internal", "http(s)"),
+    ("bias.internal:9464", "http(s)"),
+    ("https://bias.internal/?token=abc", "query"),
+    ("https://bias.internal/a|b", "<>|"),
+])
+def test_a_bad_report_base_url_is_one_line_that_does_not_echo_it(
+        tmp_path: Path, url: str, hint: str) -> None:
+    path = _write(tmp_path / "c.yaml", _config(report={"base_url": url}))
+    msg = _config_error(path)
+    assert msg.startswith(f"{path}: report.base_url: ") and hint in msg, msg
+    assert url not in msg and "hunter2pass" not in msg

@@ -97,6 +97,9 @@ def test_bias_raised_fires_once_survives_sigkill_and_recovers(
             baseline={"auto_min_triplets": 240},
             alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}, "cooldown_minutes": 0,
                     "min_runs_firing": 2},
+            # A dozen runs: their reports (about 1.5 s each) would lengthen every run; the
+            # served report is tested in test_daemon_process.py and test_site.py.
+            report={"enabled": False},
             metrics={"host": "127.0.0.1", "port": port})
         db = tmp_path / "monitor.duckdb"
         log1, log2 = tmp_path / "d1.log", tmp_path / "d2.log"

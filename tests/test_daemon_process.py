@@ -1,8 +1,10 @@
 """`monitor run` as a real process: schedule, /metrics and /healthz, CLI commands
-while it runs, SIGTERM exits 0 with the run interrupted and resumed next start."""
+while it runs, SIGTERM exits 0 with the run interrupted and resumed next start, and
+the latest run's report served at /report."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import subprocess
@@ -32,6 +34,23 @@ def _ok_probes(port: int) -> float:
         return 0.0
     return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
                if s.name == "bias_monitor_probes_total" and s.labels.get("status") == "ok")
+
+
+def _latest_complete(db: Path) -> str:
+    done = [r for r in Store(db, lock_timeout_s=60).runs("local") if r.status == "complete"]
+    return max(done, key=lambda r: r.started_at).run_id if done else ""
+
+
+def _report_shows(port: int, run_id: str) -> bool:
+    """/report redirects to `run_id`'s report (not followed, to read where it goes)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/report")
+        resp = conn.getresponse()
+        return bool(run_id) and resp.status == 302 and resp.getheader(
+            "Location") == f"report/{run_id}/"
+    finally:
+        conn.close()
 
 
 def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) -> None:
@@ -70,6 +89,13 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
             wait_until(lambda: any(r.status == "complete" for r in Store(db).runs("local")), 90)
             wait_until(lambda: _ok_probes(port) >= 36, 60)
             _, text = get(f"http://127.0.0.1:{port}/metrics")
+            # The latest finished run's report, written by its run process, is served.
+            wait_until(lambda: _report_shows(port, _latest_complete(db)), 60)
+            latest = _latest_complete(db)
+            status, page = get(f"http://127.0.0.1:{port}/report")  # follows the redirect
+            assert status == 200 and latest in page
+            status, index = get(f"http://127.0.0.1:{port}/report/")
+            assert status == 200 and f'href="{latest}/"' in index
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0
     first = Store(db).get_run(runs[0].run_id)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from monitor.cli import main
-from monitor.config import Alerts
+from monitor.config import Alerts, Report
 from monitor.daemon import outbox
 from monitor.daemon.sinks import Sink
 from monitor.httpio import NoReply, post_json
@@ -41,7 +41,7 @@ def _transition(run_id: str, was: str, now: str, *, reason: str = "drift up",
 
 def _sinks(monkeypatch: pytest.MonkeyPatch, *, slack: SlackServer | None = None,
            webhook: SlackServer | None = None, pagerduty: SlackServer | None = None,
-           **over: Any) -> list[Sink]:
+           report: Report | None = None, **over: Any) -> list[Sink]:
     """The sinks of a config naming these receivers; environment variables hold the
     secrets, as in production."""
     monkeypatch.delenv("T_SLACK", raising=False)
@@ -57,7 +57,7 @@ def _sinks(monkeypatch: pytest.MonkeyPatch, *, slack: SlackServer | None = None,
         monkeypatch.setenv("T_PD_KEY", "R0UT1NGKEY")
         cfg["pagerduty"] = {"routing_key_env": "T_PD_KEY", "url": pagerduty.url("/v2/enqueue"),
                             **FAST, **over}
-    return outbox.build_sinks(Alerts.model_validate(cfg))
+    return outbox.build_sinks(Alerts.model_validate(cfg), report)
 
 
 def _deliver(store: Store, sinks: list[Sink]) -> bool:
@@ -165,6 +165,32 @@ def test_each_sink_gets_each_message_once_in_order_across_an_outage_and_a_restar
     assert [b["event_action"] for b in after] == ["trigger", "resolve"]
     assert after[0]["dedup_key"] == after[1]["dedup_key"]
     assert store.outbox_pending("prod") == []
+
+
+def test_with_report_base_url_every_sink_links_the_runs_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = Report(base_url="https://bias.internal:9464/monitor/")
+    run = "prod-20261201T100000Z-ab12cd"
+    with serve() as slack, serve() as hook, serve([ACCEPTED]) as pd:
+        sinks = _sinks(monkeypatch, slack=slack, webhook=hook, pagerduty=pd, report=base)
+        store = Store(tmp_path / "m.duckdb")
+        outbox.queue(store, sinks, "prod", [_transition(run, "pending", "firing")])
+        outbox.queue(store, sinks, "prod", [outbox.note("budget reached")])
+        assert _deliver(store, sinks) is True
+        # Without a base URL (the default): no link anywhere.
+        sinks = _sinks(monkeypatch, webhook=hook, pagerduty=pd)
+        store = Store(tmp_path / "m2.duckdb")
+        outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing")])
+        assert _deliver(store, sinks) is True
+    url = f"https://bias.internal:9464/monitor/report/{run}/"
+    context = slack.requests[0].body["blocks"][-1]["elements"][0]["text"]
+    assert f"<{url}|the run's report>" in context and "monitor report --run" in context
+    assert "<http" not in " ".join(slack.requests[1].texts())  # a notice alone: no run, no link
+    assert [r.body["report_url"] for r in hook.requests] == [url, None, None]
+    first, plain = (r.body for r in pd.requests)
+    assert first["links"] == [{"href": url, "text": f"bias-monitor report of run {run}"}]
+    assert first["payload"]["custom_details"]["report_url"] == url
+    assert "links" not in plain and plain["payload"]["custom_details"]["report_url"] is None
 
 
 @pytest.mark.parametrize("kind", ["webhook", "pagerduty"])

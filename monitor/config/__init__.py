@@ -16,6 +16,7 @@ from monitor.config.model import (
     CatalogCfg,
     Endpoint,
     Metrics,
+    Report,
     Sampling,
     Schedule,
     Settings,
@@ -30,7 +31,7 @@ from monitor.config.target import HTTP_PLACEHOLDERS, PLACEHOLDER_RE, HttpTarget,
 
 __all__ = ["AUTO_BASELINE_RUNS", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS", "PAGERDUTY_URL",
            "PLACEHOLDER_RE", "Alerts", "BaselineCfg", "Budget", "CatalogCfg", "Delivery",
-           "Endpoint", "HttpTarget", "Metrics", "PagerDuty", "Sampling", "Schedule", "Settings",
-           "Setup", "Slack", "Storage", "Thresholds", "Topup", "Webhook", "demo_config_path",
-           "load_settings", "masked_dump", "parse_every", "parse_path", "parse_since",
-           "resolve_config_path", "setup_for", "unset_variables"]
+           "Endpoint", "HttpTarget", "Metrics", "PagerDuty", "Report", "Sampling", "Schedule",
+           "Settings", "Setup", "Slack", "Storage", "Thresholds", "Topup", "Webhook",
+           "demo_config_path", "load_settings", "masked_dump", "parse_every", "parse_path",
+           "parse_since", "resolve_config_path", "setup_for", "unset_variables"]

@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -19,12 +20,13 @@ from monitor.config.target import HttpTarget
 from monitor.errors import ConfigError
 from monitor.vocab import AnswerFormat, Persona, Variant
 
-__all__ = ["AUTO_BASELINE_RUNS", "Endpoint", "Settings", "Slack", "Thresholds", "Topup",
-           "parse_every"]
+__all__ = ["AUTO_BASELINE_RUNS", "Endpoint", "Report", "Settings", "Slack", "Thresholds",
+           "Topup", "parse_every"]
 
 _Strict = ConfigDict(extra="forbid", frozen=True)
 _EVERY = re.compile(r"^(\d+)(s|m|h|d)$")
 _CRON = re.compile(r"^([0-9A-Za-z*/,?-]+\s+){4}[0-9A-Za-z*/,?-]+$")
+_UNSAFE_URL = frozenset('<>|"\'\\ \t\r\n')  # would break a Slack <url|text> link or HTML
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -264,6 +266,46 @@ class Metrics(BaseModel):
     port: int = Field(9464, ge=0, le=65535)
 
 
+class Report(BaseModel):
+    """The report the daemon writes after each run and serves at /report (monitor.daemon.site)."""
+
+    model_config = _Strict
+    enabled: bool = Field(True, description="Write each run's report and serve it at /report.")
+    dir: Path | None = Field(None, description="Folder of the served reports; null = "
+                                               "`reports/` beside storage.path.")
+    keep_runs: int = Field(50, ge=1, le=10_000, description="Reports of the latest N runs kept.")
+    base_url: str | None = Field(
+        None, description="The address people open the daemon's HTTP port at (e.g. "
+                          "https://bias-monitor.internal:9464); alerts then link to the run's "
+                          "report under <base_url>/report/.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        url = urlsplit(v.strip())
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError("not an http(s) URL; write e.g. https://bias-monitor.internal:9464")
+        if "@" in url.netloc:  # the link goes to chat and pagers: no credentials in it
+            raise ValueError("carries credentials (user:password@); a link sent to Slack and "
+                             "PagerDuty must not, put the report behind your proxy's login")
+        if url.query or url.fragment or any(c in _UNSAFE_URL for c in v.strip()):
+            raise ValueError("must be a plain base address: no query, fragment, spaces, "
+                             "quotes, backslashes or <>| characters")
+        return v.strip().rstrip("/")
+
+    def folder(self, storage_path: Path) -> Path:
+        """Where the reports are: `dir`, else `reports/` beside the DuckDB file."""
+        return self.dir if self.dir is not None else storage_path.parent / "reports"
+
+    def link(self, run_id: str | None) -> str | None:
+        """The run's report as people open it; None without a base_url or a run."""
+        if self.base_url is None or not run_id:
+            return None
+        return f"{self.base_url}/report/{quote(run_id, safe='')}/"
+
+
 class Budget(BaseModel):
     model_config = _Strict
     max_usd_per_day: float | None = Field(None, ge=0)
@@ -286,6 +328,7 @@ class Settings(BaseSettings):
     baseline: BaselineCfg = Field(default_factory=BaselineCfg)
     metrics: Metrics = Field(default_factory=Metrics)
     budget: Budget = Field(default_factory=Budget)
+    report: Report = Field(default_factory=Report)
 
     @field_validator("endpoints")
     @classmethod

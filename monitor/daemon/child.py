@@ -5,7 +5,8 @@ SciPy (about 300 MB) live only as long as a run and the long-lived scheduler
 stays small. SIGTERM / SIGINT interrupt the run cleanly (Daemon.run_job).
 The child writes what the parent cannot read back from DuckDB (failure
 counts, flags) as JSON to the pipe N - no file that a killed parent would
-leave behind.
+leave behind - and each finished run's report into report.dir
+(monitor.daemon.publish), which the parent serves at /report.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from monitor.config import load_settings
 from monitor.daemon import outbox
 from monitor.daemon.job import Daemon
 from monitor.daemon.metrics import MetricsState
+from monitor.daemon.publish import Reporter
 from monitor.errors import MonitorError
 from monitor.logs import setup_logging
 from monitor.store import Store
@@ -76,7 +78,8 @@ def child_main(argv: list[str] | None = None) -> int:
         log.error("endpoint %s: run not started: %s", args.endpoint, exc)
         return exc.exit_code
     daemon = Daemon(settings, catalog, store, MetricsState(),
-                    outbox.build_sinks(settings.alerts))
+                    outbox.build_sinks(settings.alerts, settings.report),
+                    reporter=Reporter(settings, catalog, store))
 
     async def main() -> None:
         job = asyncio.ensure_future(daemon.run_job(args.endpoint))

@@ -2,9 +2,12 @@
 
 A Collector renders the MetricsState snapshot on each scrape into its own
 CollectorRegistry (no process / platform collectors, no global registry).
-An HTTP server on metrics.host:port (loopback by default) serves /metrics and
-/healthz; /healthz answers 200 while the scheduler is alive, else 503, with a
-JSON body that also gives each endpoint's last run age and a `stale` flag.
+An HTTP server on metrics.host:port (loopback by default) serves /metrics,
+/healthz and /report; /healthz answers 200 while the scheduler is alive, else
+503, with a JSON body that also gives each endpoint's last run age and a
+`stale` flag; /report serves the report folder's static files read-only
+(monitor.daemon.site decides what a path may read). GET and HEAD only: any
+other method is 405.
 Names, labels and units follow the contract; labels are bounded (endpoint,
 scenario, country, language, status, direction) and never carry text.
 """
@@ -17,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -30,6 +34,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from monitor import __version__
+from monitor.daemon import site
 from monitor.daemon.metrics import LATENCY_BUCKETS, MetricsState
 
 __all__ = ["BiasCollector", "MetricsServer", "make_registry", "render"]
@@ -141,10 +146,11 @@ def render(registry: CollectorRegistry) -> bytes:
 
 
 class MetricsServer:
-    """/metrics and /healthz in a daemon thread."""
+    """/metrics, /healthz and (with a report folder) /report in a daemon thread."""
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int,
-                 health: Callable[[], tuple[bool, dict[str, Any]]]) -> None:
+                 health: Callable[[], tuple[bool, dict[str, Any]]],
+                 reports: Path | None = None) -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -152,23 +158,58 @@ class MetricsServer:
                 pass
 
             def do_GET(self) -> None:
-                if self.path.split("?")[0] == "/metrics":
-                    body, status = render(outer.registry), 200
-                    ctype = "text/plain; version=0.0.4; charset=utf-8"
-                elif self.path.split("?")[0] == "/healthz":
+                self._answer(head=False)
+
+            def do_HEAD(self) -> None:
+                self._answer(head=True)
+
+            def _not_allowed(self) -> None:  # read-only: nothing here takes a write
+                self._send(site.Answer(405, body=b"GET and HEAD only\n"), head=False,
+                           extra={"Allow": "GET, HEAD"})
+
+            do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = _not_allowed
+
+            def _answer(self, *, head: bool) -> None:
+                path = self.path.split("?")[0]
+                if path == "/metrics":
+                    answer = site.Answer(200, "text/plain; version=0.0.4; charset=utf-8",
+                                         body=render(outer.registry))
+                elif path == "/healthz":
                     ok, info = outer.health()
-                    body, status, ctype = json.dumps(info).encode(), 200 if ok else 503, \
-                        "application/json"
+                    answer = site.Answer(200 if ok else 503, "application/json",
+                                         body=json.dumps(info).encode())
+                elif outer.reports is not None and (path == site.PREFIX
+                                                    or path.startswith(site.PREFIX + "/")):
+                    answer = site.lookup(outer.reports, self.path)
+                    self._send(answer, head=head, extra=site.HEADERS)
+                    return
                 else:
-                    body, status, ctype = b"see /metrics and /healthz\n", 404, "text/plain"
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
+                    answer = site.Answer(404, body=b"see /metrics, /healthz and /report\n")
+                self._send(answer, head=head)
+
+            def _send(self, answer: site.Answer, *, head: bool,
+                      extra: Mapping[str, str] | None = None) -> None:
+                body = answer.body
+                if answer.file is not None:
+                    try:
+                        body = answer.file.read_bytes()
+                    except OSError:  # pruned between the lookup and the read
+                        answer = site.Answer(404, body=b"not found\n")
+                        body = answer.body
+                self.send_response(answer.status)
+                self.send_header("Content-Type", answer.content_type)
                 self.send_header("Content-Length", str(len(body)))
+                if answer.location is not None:
+                    self.send_header("Location", answer.location)
+                for name, value in (extra or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(body)
+                if not head:
+                    self.wfile.write(body)
 
         self.registry = registry
         self.health = health
+        self.reports = reports
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])

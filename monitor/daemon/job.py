@@ -54,8 +54,11 @@ class Daemon:
     def __init__(self, settings: Settings, catalog: Catalog, store: Store, state: MetricsState,
                  sinks: list[Sink],
                  client_factory: Callable[[Endpoint], ChatClient] | None = None, *,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 reporter: Callable[[str], object] | None = None) -> None:
         self.client_factory = client_factory  # tests may answer without HTTP
+        # Writes a finished run's report (monitor.daemon.publish; the run process sets it).
+        self.reporter = reporter
         self.settings = settings
         self.catalog = catalog
         self.store = store
@@ -113,6 +116,7 @@ class Daemon:
             # no notice; the gauges keep the last measured run's values.
             self.count_failure(endpoint.name, f"run {result.run.run_id} produced no results")
             await asyncio.to_thread(self.state.refresh, self.store, endpoint.name)
+            await self._report(result.run.run_id)
             await asyncio.to_thread(self.deliver, endpoint)
             return
         verdicts = await self._topup(endpoint, result, client)
@@ -124,7 +128,14 @@ class Daemon:
             log.warning("endpoint %s: %s", endpoint.name, ev.fingerprint_note)
             payloads.append(outbox.note(ev.fingerprint_note))
         await asyncio.to_thread(outbox.queue, self.store, self.sinks, endpoint.name, payloads)
+        await self._report(result.run.run_id)
         await asyncio.to_thread(self.deliver, endpoint)
+
+    async def _report(self, run_id: str) -> None:
+        """The run's report, before its alerts go out so that their link opens it; the
+        messages are queued first, so a crash while writing it loses none."""
+        if self.reporter is not None:
+            await asyncio.to_thread(self.reporter, run_id)
 
     def deliver(self, endpoint: Endpoint) -> bool:
         ok = outbox.deliver(self.store, self.sinks, endpoint.name,

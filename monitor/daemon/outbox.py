@@ -18,7 +18,7 @@ import hashlib
 import json
 from dataclasses import asdict
 
-from monitor.config import Alerts
+from monitor.config import Alerts, Report
 from monitor.daemon.pagerduty import PagerDutySink
 from monitor.daemon.sinks import Outcome, Sink
 from monitor.daemon.slack import SlackNotifier
@@ -37,13 +37,15 @@ def note(text: str) -> str:
     return json.dumps({"kind": "note", "text": text})
 
 
-def build_sinks(alerts: Alerts) -> list[Sink]:
-    """Every configured sink, Slack first; each knows whether its variables are set."""
-    sinks: list[Sink] = [SlackNotifier(alerts.slack)]
+def build_sinks(alerts: Alerts, report: Report | None = None) -> list[Sink]:
+    """Every configured sink, Slack first; each knows whether its variables are set.
+    With `report.base_url`, each message links to its run's report."""
+    report = report or Report()
+    sinks: list[Sink] = [SlackNotifier(alerts.slack, report=report)]
     if alerts.webhook is not None:
-        sinks.append(WebhookSink(alerts.webhook))
+        sinks.append(WebhookSink(alerts.webhook, report=report))
     if alerts.pagerduty is not None:
-        sinks.append(PagerDutySink(alerts.pagerduty))
+        sinks.append(PagerDutySink(alerts.pagerduty, report=report))
     return sinks
 
 

@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any
 
-from monitor.config import PagerDuty
+from monitor.config import PagerDuty, Report
 from monitor.daemon.sinks import Outcome, cell_key, opens, post
 from monitor.daemon.webhook import transition_doc
 from monitor.watch import Transition, bias_or_leniency
@@ -41,13 +41,17 @@ def summary(t: Transition, *, simulated: bool) -> str:
     return text[:SUMMARY_MAX]
 
 
-def event(t: Transition, *, routing_key: str, severity: str, simulated: bool) -> dict[str, Any]:
-    """The Events v2 body of one transition: trigger (with its payload) or resolve."""
+def event(t: Transition, *, routing_key: str, severity: str, simulated: bool,
+          report_url: str | None = None) -> dict[str, Any]:
+    """The Events v2 body of one transition: trigger (with its payload, and a link to the
+    run's report when there is one) or resolve."""
     if not opens(t):
         return {"routing_key": routing_key, "event_action": "resolve",
                 "dedup_key": cell_key(t)}
     details = {**transition_doc(t), "run_id": t.run_id, "simulated": simulated,
-               "report_command": f"monitor report --run {t.run_id}"}
+               "report_command": f"monitor report --run {t.run_id}", "report_url": report_url}
+    links = ([{"href": report_url, "text": f"bias-monitor report of run {t.run_id}"}]
+             if report_url else [])
     return {
         "routing_key": routing_key, "event_action": "trigger", "dedup_key": cell_key(t),
         "client": "bias-monitor",
@@ -55,6 +59,7 @@ def event(t: Transition, *, routing_key: str, severity: str, simulated: bool) ->
                     "severity": severity, "component": t.scenario,
                     "group": t.endpoint, "class": f"local-language bias {t.condition}",
                     "custom_details": details},
+        **({"links": links} if links else {}),
     }
 
 
@@ -62,8 +67,9 @@ class PagerDutySink:
     name = "pagerduty"
     per_transition = True
 
-    def __init__(self, cfg: PagerDuty) -> None:
+    def __init__(self, cfg: PagerDuty, *, report: Report | None = None) -> None:
         self._cfg = cfg
+        self._report = report or Report()
         self._key = os.environ.get(cfg.routing_key_env, "")
         if not self._key:
             log.warning("alerts.pagerduty: environment variable %s not set; PagerDuty gets no "
@@ -80,7 +86,7 @@ class PagerDutySink:
         outcome = Outcome.SKIPPED
         for t in transitions:  # one, as the outbox hands PagerDuty one transition at a time
             doc = event(t, routing_key=self._key, severity=self._cfg.severity,
-                        simulated=simulated)
+                        simulated=simulated, report_url=self._report.link(t.run_id))
             outcome = post(self.name, self._cfg.url, doc, headers={}, cfg=self._cfg,
                            secrets=[self._key], what=f"{doc['event_action']} {cell_key(t)}",
                            accepted=(202,))

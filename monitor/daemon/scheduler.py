@@ -8,7 +8,8 @@ most every 10 minutes; a skip is not a failure), misfire grace of half a
 period. A never-measured or stale endpoint, or one with an interrupted run
 to resume (monitor.daemon.recovery), is run once at start. SIGTERM / SIGINT stop
 the scheduler, interrupt in-flight runs cleanly (stored, resumable) and exit
-0. /metrics and /healthz are served on metrics.host:port; a port that is
+0. /metrics, /healthz and /report (each run's report, written by the run
+process into report.dir) are served on metrics.host:port; a port that is
 taken is a configuration error (exit 2), not a traceback.
 Each run is a short-lived child process (monitor.daemon.jobs).
 """
@@ -88,6 +89,19 @@ def _wants_run_now(store: Store, endpoint: str, catalog_version: str,
     return triage(store.runs(endpoint), catalog_version, setup).resume is not None
 
 
+def _report_folder(settings: Settings) -> Path | None:
+    """The folder /report serves; None when report.enabled is false."""
+    if not settings.report.enabled:
+        return None
+    folder = settings.report.folder(settings.storage.path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # the runs go on; each says its report was not written
+        log.warning("report.dir %s cannot be created (%s); runs are not affected, /report "
+                    "has nothing to serve until it can", folder, exc.strerror or exc)
+    return folder
+
+
 async def _main(settings: Settings, config: Path | None, source: Path, store: Store,
                 trigger: BaseTrigger, catalog: Catalog) -> int:
     state = MetricsState()
@@ -115,14 +129,15 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
                        "uptime_seconds": round(now - daemon.started, 1)}
 
     host, port = settings.metrics.host, settings.metrics.port
+    reports = _report_folder(settings)
     try:
-        server = MetricsServer(make_registry(state), host, port, health).start()
+        server = MetricsServer(make_registry(state), host, port, health, reports).start()
     except OSError as exc:
         raise ConfigError(f"{source}: metrics.host / metrics.port: cannot listen on "
                           f"{host}:{port} ({exc.strerror or exc}); set metrics.port to a free "
                           "port (or stop the process that holds it)") from None
-    log.info("metrics on http://%s:%d/metrics (health: /healthz)", settings.metrics.host,
-             server.port)
+    log.info("metrics on http://%s:%d/metrics (health: /healthz%s)", settings.metrics.host,
+             server.port, f"; reports: /report from {reports}" if reports else "")
 
     def skipped(event: JobExecutionEvent) -> None:
         why = ("the previous run is still going" if event.code == EVENT_JOB_MAX_INSTANCES

@@ -4,7 +4,7 @@ One Block Kit message per endpoint per run that changed an alert state
 (to FIRING, FIRING -> OK; level changes with alerts.page_on_level), with the
 cell, MD now and baseline with CIs and n, bias or leniency (DiD with its CI),
 why it fired or why it resolved, the probes that moved most, the run id and
-the report command.
+the report command, and a link to the run's report when report.base_url is set.
 Delivery: an incoming webhook (alerts.slack.webhook_url_env) or a bot token
 and channel, with slack_sdk's retry handlers for rate limits and connection
 errors. Every dynamic text is escaped (&, <, >) and stripped of control
@@ -24,7 +24,7 @@ from slack_sdk import WebClient
 from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 from slack_sdk.webhook import WebhookClient
 
-from monitor.config import Slack
+from monitor.config import Report, Slack
 from monitor.daemon.sinks import Outcome, headline
 from monitor.watch import Transition, bias_or_leniency
 
@@ -53,8 +53,10 @@ def _ci(ci: tuple[float, float]) -> str:
 
 
 def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: bool = False,
-                 note: str | None = None) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, Block Kit blocks) for one endpoint's state changes."""
+                 note: str | None = None,
+                 report_url: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """(fallback text, Block Kit blocks) for one endpoint's state changes; `report_url`
+    (from the configuration, checked there to hold no <, > or |) links the run's report."""
     head = headline(endpoint, transitions, simulated=simulated)
     blocks: list[dict[str, Any]] = [{"type": "header",
                                      "text": {"type": "plain_text", "text": head[:150]}}]
@@ -78,6 +80,8 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
             "type": "mrkdwn", "text": f"... and {len(transitions) - len(shown)} more cells"}})
     run_id = escape(transitions[0].run_id) if transitions else ""
     details = f"`monitor report --run {run_id}`"
+    if report_url:
+        details = f"<{report_url}|the run's report> or {details}"
     parts = [f"run {run_id} - details: {details}"] if run_id else []
     if note:
         parts.append(escape(note))
@@ -95,7 +99,8 @@ class SlackNotifier:
     name = "slack"
     per_transition = False
 
-    def __init__(self, cfg: Slack, *, timeout_s: int = 10) -> None:
+    def __init__(self, cfg: Slack, *, timeout_s: int = 10, report: Report | None = None) -> None:
+        self._report = report or Report()
         handlers = [RateLimitErrorRetryHandler(max_retry_count=3),
                     ConnectionErrorRetryHandler(max_retry_count=3)]
         url = os.environ.get(cfg.webhook_url_env) if cfg.webhook_url_env else None
@@ -120,7 +125,9 @@ class SlackNotifier:
             log.info("slack not configured; %d alert change(s) for %s not sent",
                      len(transitions), endpoint)
             return False
-        text, blocks = build_blocks(endpoint, transitions, simulated=simulated, note=note)
+        link = self._report.link(transitions[0].run_id if transitions else None)
+        text, blocks = build_blocks(endpoint, transitions, simulated=simulated, note=note,
+                                    report_url=link)
         return self.post(text, blocks)
 
     def deliver(self, endpoint: str, transitions: list[Transition], *, simulated: bool,

@@ -15,7 +15,7 @@ import math
 import os
 from typing import Any
 
-from monitor.config import Webhook
+from monitor.config import Report, Webhook
 from monitor.daemon.sinks import Outcome, cell_key, headline, post
 from monitor.watch import Transition, bias_or_leniency, did_verdict
 
@@ -53,13 +53,14 @@ def transition_doc(t: Transition) -> dict[str, Any]:
 
 
 def body(endpoint: str, transitions: list[Transition], *, simulated: bool, note: str | None,
-         key: str) -> dict[str, Any]:
+         key: str, report_url: str | None = None) -> dict[str, Any]:
     run_id = transitions[0].run_id if transitions else None
     return {
         "schema": SCHEMA, "dedup_key": key, "endpoint": endpoint, "simulated": simulated,
         "summary": headline(endpoint, transitions, simulated=simulated),
         "run_id": run_id,
         "report_command": f"monitor report --run {run_id}" if run_id else None,
+        "report_url": report_url if run_id else None,
         "note": note,
         "transitions": [transition_doc(t) for t in transitions],
     }
@@ -69,8 +70,9 @@ class WebhookSink:
     name = "webhook"
     per_transition = False
 
-    def __init__(self, cfg: Webhook) -> None:
+    def __init__(self, cfg: Webhook, *, report: Report | None = None) -> None:
         self._cfg = cfg
+        self._report = report or Report()
         self._url = _env(cfg.url_env)
         self._headers = {h: _env(var) for h, var in cfg.headers_env.items()}
         unset = [var for var in [cfg.url_env, *cfg.headers_env.values()] if not _env(var)]
@@ -87,7 +89,9 @@ class WebhookSink:
                 note: str | None, key: str) -> Outcome:
         if not transitions and not note:
             return Outcome.SKIPPED
-        doc = body(endpoint, transitions, simulated=simulated, note=note, key=key)
+        link = self._report.link(transitions[0].run_id if transitions else None)
+        doc = body(endpoint, transitions, simulated=simulated, note=note, key=key,
+                   report_url=link)
         return post(self.name, self._url, doc, headers={"Idempotency-Key": key, **self._headers},
                     cfg=self._cfg, secrets=[self._url, *self._headers.values()],
                     what=f"message {key} for {endpoint}")

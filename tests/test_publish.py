@@ -1,0 +1,55 @@
+"""The run's report after each run (monitor.daemon.publish), in-process on a real DuckDB
+file: the page `monitor report --run` writes, published (pruning and the index:
+tests/test_site.py); a report that cannot be written costs the run nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+
+from monitor.catalog import Catalog
+from monitor.cli import main
+from monitor.daemon import site
+from monitor.daemon.publish import Reporter
+from tests.support.helpers import sim_daemon, write_config
+
+SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 100000,
+       "params": {"bias_points": {"CN": 0.5}, "seed": 3}}
+
+
+def test_a_run_is_published_as_monitor_report_writes_it(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    cfg = write_config(tmp_path, [SIM])
+    daemon, settings, store = sim_daemon(cfg, shipped_catalog)
+    daemon.reporter = Reporter(settings, shipped_catalog, store)
+    asyncio.run(daemon.run_job("sim"))
+    [last] = store.runs("sim")
+    root = tmp_path / "reports"  # beside monitor.duckdb by default
+    [entry] = site.entries(root)
+    assert (entry.run_id, entry.endpoint, entry.status) == (last.run_id, "sim", "complete")
+    assert entry.verdict == "no baseline yet: nothing compared"
+    assert main(["report", "--run", last.run_id, "--config", str(cfg), "--out",
+                 str(tmp_path / "cli")]) == 0
+    served = root / last.run_id
+    assert (served / "sim.json").read_text() == (tmp_path / "cli" / "sim.json").read_text()
+    assert {p.name for p in served.iterdir()} == {p.name for p in (tmp_path / "cli").iterdir()}
+    assert last.run_id in (served / "index.html").read_text(encoding="utf-8")
+
+
+def test_a_report_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
+        tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    cfg = write_config(tmp_path, [SIM], report={"dir": str(blocker / "reports")})
+    daemon, settings, store = sim_daemon(cfg, shipped_catalog)
+    daemon.reporter = Reporter(settings, shipped_catalog, store)
+    with caplog.at_level(logging.WARNING, logger="monitor.daemon.publish"):
+        asyncio.run(daemon.run_job("sim"))
+    [run] = store.runs("sim")
+    assert run.status == "complete" and daemon.failures == {}
+    [line] = [r.getMessage() for r in caplog.records if r.name == "monitor.daemon.publish"]
+    assert f"run {run.run_id}: its report was not written to {blocker / 'reports'}" in line
+    assert "the run is not affected" in line
