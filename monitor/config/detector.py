@@ -1,0 +1,52 @@
+"""The detector's settings: the drift CUSUM's thresholds and the top-up confirmation."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["CUSUM_H", "Thresholds", "Topup"]
+
+_Strict = ConfigDict(extra="forbid", frozen=True)
+
+
+#: The default LLR CUSUM level (nats), chosen with bench/stat_validation.py for
+#: <= 1 false page per 100 runs over the 9 pooled cells at the default run
+#: size and automatic baseline (docs/benchmarks.md).
+CUSUM_H = 7.0
+
+
+class Thresholds(BaseModel):
+    model_config = _Strict
+    md_points: float = Field(0.5, gt=0, le=9)
+    jsd_excess_bits: float = Field(0.02, gt=0, le=1)
+    drift_md_points: float = Field(0.5, gt=0, le=9,
+                                   description="Design shift of the drift CUSUM (points).")
+    cusum_h: float = Field(CUSUM_H, gt=0, le=100,
+                           description="LLR CUSUM alarm level (nats); `monitor plan` sizes it.")
+
+
+class Topup(BaseModel):
+    """The top-up confirmation of a suspected drift (monitor.watch.topup): defaults
+    chosen by bench/topup.py (docs/benchmarks.md) for 40-triplet runs."""
+
+    model_config = _Strict
+    enabled: bool = Field(True, description="Confirm a suspected drift with fresh triplets "
+                                            "in the same run before paging.")
+    suspect_h: float = Field(2.5, gt=0, le=100,
+                             description="CUSUM level (nats) at which a pooled cell is topped up.")
+    alpha: float = Field(0.02, gt=0, lt=0.5,
+                         description="Chance a top-up confirms a shift that is not there.")
+    beta: float = Field(0.1, gt=0, lt=0.5,
+                        description="Chance a top-up dismisses a real shift of drift_md_points.")
+    batch_triplets: int = Field(10, ge=1, le=10_000,
+                                description="Fresh triplets holding the country per batch.")
+    max_triplets: int = Field(100, ge=1, le=100_000,
+                              description="At most this many per cell per run (each asked in "
+                                          "every language).")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Topup:
+        if self.batch_triplets > self.max_triplets:
+            raise ValueError(f"topup.batch_triplets ({self.batch_triplets}) is more than "
+                             f"topup.max_triplets ({self.max_triplets}); lower the batch")
+        return self
