@@ -143,8 +143,7 @@ def heatmap(path: Path, rows: Sequence[str], cols: Sequence[str],
     top = float(np.max(np.abs(finite))) if finite.size else 1.0
     fig, ax = plt.subplots(figsize=(1.2 + 0.62 * max(1, len(cols)),
                                     1.2 + 0.42 * max(1, len(rows))))
-    cmap = plt.get_cmap("RdBu_r").copy()
-    cmap.set_bad("#dddddd")
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#dddddd")
     im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=-top or -1, vmax=top or 1,
                    aspect="auto")
     for r, c in outlined:
