@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,9 @@ font-size:14px;color:#fff;vertical-align:middle}.s-unreadable,.s-drift{backgroun
 .s-bias{background:#c25e00}.s-thin{background:#777}.s-clear{background:#2e7d32}
 .figs{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}.fig{flex:1 1 480px}
 details{margin:.2em 0 1em}summary{cursor:pointer;color:#245;font-size:13px}"""
+
+
+_CODE = re.compile(r"`([^`]+)`")
 
 
 def _cell(value: Any, lo: Any, hi: Any, n: Any, *, fmt: str = "{:+.2f}",
@@ -312,7 +316,9 @@ def _section(rep: EndpointReport, out: Path) -> str:
            "simulator with an injected bias, not from a real model.</p>" if rep.simulated else "")
     base = ("none yet" if rep.baseline is None else
             f"{len(rep.baseline.run_ids)} run(s), set {str(rep.baseline.set_at)[:16]}")
-    sentences = "".join(f"<p>{_esc(s)}</p>" for s in head.sentences)
+    # The sentences are the monitor's own; `x` in them is a command or key to type.
+    sentences = "".join("<p>" + _CODE.sub(r"<code>\1</code>", _esc(s)) + "</p>"
+                        for s in head.sentences)
     scored = rep.scored > 0
     body = [f"""<section class="endpoint" data-endpoint="{_esc(rep.endpoint)}"
  data-status="{head.status}">

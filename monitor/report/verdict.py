@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
 
 from monitor.report.common import country_key
 from monitor.stats import MIN_CELL_N, nullable, significant
+from monitor.store import Baseline
 from monitor.vocab import POOLED, AlertState, LevelState
-
-if TYPE_CHECKING:
-    from monitor.report.build import EndpointReport
 
 __all__ = ["STATUSES", "Headline", "headline"]
 
@@ -51,8 +52,8 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _unreadable(rep: EndpointReport) -> Headline:
-    c = rep.coverage[["asked", "unparseable", "refused", "failed"]].sum()
+def _unreadable(coverage: pd.DataFrame) -> Headline:
+    c = coverage[["asked", "unparseable", "refused", "failed"]].sum()
     answered = int(c["unparseable"] + c["refused"])
     text = [f"None of the model's answers could be read: {int(c['asked'])} calls, "
             f"{answered} answered ({int(c['unparseable'])} unparseable, {int(c['refused'])} "
@@ -67,10 +68,15 @@ def _unreadable(rep: EndpointReport) -> Headline:
     return Headline("unreadable", text, [], [])
 
 
-def headline(rep: EndpointReport) -> Headline:
-    if rep.scored == 0:
-        return _unreadable(rep)
-    md = rep.md[(rep.md["scenario"] == POOLED) & (rep.md["variant"] == POOLED)]
+def headline(md: pd.DataFrame, coverage: pd.DataFrame,
+             states: Mapping[tuple[str, str], tuple[str, datetime | None]],
+             levels: Mapping[tuple[str, str], str], baseline: Baseline | None) -> Headline:
+    """`md`: the reported runs' MD cells by variant; `coverage`: calls per language and
+    status; `states` / `levels`: each cell's drift state (since when) and level at the
+    reported run; `baseline`: what the runs are compared with (None: nothing yet)."""
+    if int(coverage["scored"].sum()) == 0:
+        return _unreadable(coverage)
+    md = md[(md["scenario"] == POOLED) & (md["variant"] == POOLED)]
     cells = sorted(md.to_dict("records"), key=lambda r: country_key(str(r["country"])))
     sig = [r for r in cells if significant(nullable(r["ci_lower"]), nullable(r["ci_upper"]),
                                            int(r["n"]))]
@@ -85,16 +91,16 @@ def headline(rep: EndpointReport) -> Headline:
     if not sig and len(thin) < len(cells):
         text.append(f"No country's MD differs from 0 (95% CI; {len(cells) - len(thin)} "
                     f"countries with at least {MIN_CELL_N} triplets).")
-    pooled = {c: st for (s, c), st in rep.states.items() if s == POOLED}
+    pooled = {c: st for (s, c), st in states.items() if s == POOLED}
     firing = sorted((c for c, (st, _) in pooled.items() if st == AlertState.FIRING),
                     key=country_key)
     pending = sorted((c for c, (st, _) in pooled.items() if st == AlertState.PENDING),
                      key=country_key)
-    if rep.baseline is None:
+    if baseline is None:
         text.append("No baseline yet, so no drift is watched (`monitor baseline set "
                     "--latest`).")
     else:
-        since = f"the baseline of {rep.baseline.set_at:%Y-%m-%d}"
+        since = f"the baseline of {baseline.set_at:%Y-%m-%d}"
         if firing:
             when = {c: pooled[c][1] for c in firing}
             text.append(f"Drift against {since}: "
@@ -104,7 +110,7 @@ def headline(rep: EndpointReport) -> Headline:
             text.append(f"Stable against {since}; no drift alerts.")
         if pending:
             text.append(f"A shift is suspected, not confirmed, for {_and(pending)} (pending).")
-    beyond = sorted((c for (sc, c), lv in rep.levels.items()
+    beyond = sorted((c for (sc, c), lv in levels.items()
                      if sc == POOLED and lv != LevelState.WITHIN), key=country_key)
     if beyond:
         text.append(f"MD beyond thresholds.md_points in 2 runs running for {_and(beyond)} (the "
@@ -114,7 +120,7 @@ def headline(rep: EndpointReport) -> Headline:
         more = f" and {len(thin) - 4} more" if len(thin) > 4 else ""
         text.append(f"Too few triplets to say for {shown}{more}: a cell needs {MIN_CELL_N}; "
                     "pool runs with `--since`.")
-    cov = rep.coverage[["asked", "scored"]].sum()
+    cov = coverage[["asked", "scored"]].sum()
     if int(cov["scored"]) < int(cov["asked"]):
         text.append(f"{int(cov['scored'])} of {int(cov['asked'])} calls scored (table beside).")
     status = ("drift" if firing else "bias" if sig else
