@@ -145,13 +145,16 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--config", type=Path, default=None, metavar="PATH")
     ex.set_defaults(func=_command("export", "export_command"))
 
-    rp = sub.add_parser("report", help="HTML report (tables, plots, trend, evidence) or Markdown",
-                        description="The paper's tables (JSD by language, MD by country and "
-                        "variant) with CIs, score violins, weakness shares, MD over time with "
-                        "the baseline, alert history and the answers that moved most.")
+    rp = sub.add_parser("report", help="HTML report (headline, figures, tables, evidence) or "
+                        "Markdown", description="A headline per endpoint (status, the "
+                        "significant countries, drift against the baseline, coverage), then "
+                        "MD per country, the language x country deviation heatmap, MD over "
+                        "time and JSD per language with CIs, the paper's tables, weakness "
+                        "shares, the answers that moved most and the alert history.")
     rwhich = rp.add_mutually_exclusive_group()
     rwhich.add_argument("--run", metavar="RUN_ID", help="one run (default: each endpoint's "
-                        "latest finished run)")
+                        "latest finished run, or a later one that failed with its answers "
+                        "stored)")
     rwhich.add_argument("--since", metavar="DATE", help="pool the runs started since DATE "
                         "(YYYY-MM-DD or ISO time)")
     rp.add_argument("--endpoint", action="append", metavar="NAME",

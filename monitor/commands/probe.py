@@ -122,7 +122,9 @@ def no_results_message(res: RunResult, summary: RunSummary | None) -> str:
     if answered and not c["failed"]:
         return (f"{head}: every call was answered, but no answer could be read "
                 f"({c['unparseable']} unparseable, {c['refused']} refused){unread}; the answers "
-                "are stored - check that the model follows the prompt's answer format")
+                f"are stored (`monitor report --run {res.run.run_id}` shows them) - check that "
+                "the model follows the prompt's answer format, or set the endpoint's "
+                "answer_format: json_schema")
     return (f"{head}: {c['failed']} failed{err}, {c['unparseable']} unparseable{unread}, "
             f"{c['refused']} refused")
 

@@ -4,6 +4,12 @@
 - `--since DATE`: the finished runs started at or after DATE, pooled (a unit
   is still one triplet of one run); the trend shows the same runs;
 - neither: each endpoint's latest finished run; the trend shows all its runs.
+
+A run marked failed because none of its answers could be read (they are
+stored) is reported too when it is asked for by `--run` or is the endpoint's
+latest: the report says so and shows the answers. Its status stays failed
+(the daemon, the baseline and the gauges still skip it), and `--since` pools
+only finished runs, which have statistics.
 """
 
 from __future__ import annotations
@@ -17,38 +23,62 @@ from monitor.config import load_settings, parse_since
 from monitor.errors import NoResultsError, UsageError
 from monitor.report import build, render_html, render_markdown
 from monitor.store import RunRow, Store
-from monitor.vocab import FINISHED
+from monitor.vocab import FINISHED, CallStatus, RunStatus
 
 __all__ = ["report_command", "select_runs"]
 
 
+def _answered(store: Store, runs: list[RunRow]) -> set[str]:
+    """The failed runs among `runs` that hold answers (stored, none scored)."""
+    failed = [r.run_id for r in runs if r.status == RunStatus.FAILED]
+    if not failed:
+        return set()
+    return {s.run.run_id for s in store.run_summaries(run_ids=failed)
+            if any(n for st, n in s.counts.items() if st != CallStatus.FAILED)}
+
+
 def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[str, list[RunRow]]:
-    """endpoint -> the finished runs the report's tables cover (oldest first)."""
+    """endpoint -> the runs the report's tables cover (oldest first)."""
     wanted = set(args.endpoint or [])
     if args.run:
         run = store.get_run(args.run)
         if run is None:
             raise UsageError(f"--run {args.run}: no such run in {storage}; run ids are printed "
                              f"by `monitor probe --once` and in the Slack messages")
+        if run.status == RunStatus.FAILED and _answered(store, [run]):
+            return {run.endpoint: [run]}
+        if run.status == RunStatus.FAILED:
+            raise UsageError(f"--run {args.run}: the run failed with no answer stored "
+                             f"({run.reason or 'no reason recorded'}); `monitor runs` shows "
+                             "its most common error")
         if run.status not in FINISHED:
             raise UsageError(f"--run {args.run}: the run is {run.status}, not finished; "
                              f"finish it with `monitor probe --once --resume {args.run}`")
         return {run.endpoint: [run]}
     since = parse_since(args.since) if args.since else None
+    every = [r for r in sorted(store.runs(), key=lambda r: r.started_at)
+             if not wanted or r.endpoint in wanted]
     out: dict[str, list[RunRow]] = {}
-    for run in sorted(store.runs(), key=lambda r: r.started_at):
-        if run.status not in FINISHED or (wanted and run.endpoint not in wanted):
-            continue
-        if since is not None and run.started_at < since:
+    for run in every:
+        if run.status not in FINISHED or (since is not None and run.started_at < since):
             continue
         out.setdefault(run.endpoint, []).append(run)
     if since is None:
         out = {ep: runs[-1:] for ep, runs in out.items()}
+        # An endpoint's latest run that failed with its answers stored is what
+        # its report must show (why nothing could be read), not an older run.
+        latest: dict[str, RunRow] = {}
+        for run in every:
+            if run.status in (*FINISHED, RunStatus.FAILED):
+                latest[run.endpoint] = run
+        unread = _answered(store, list(latest.values()))
+        out.update({ep: [run] for ep, run in latest.items() if run.run_id in unread})
     if not out:
         where = f" since {args.since}" if args.since else ""
         names = f" for {', '.join(sorted(wanted))}" if wanted else ""
-        raise NoResultsError(f"no finished runs{names}{where} in {storage}; "
-                             f"run `monitor probe --once` first")
+        hint = (f"; {len(every)} run(s) stored failed or were interrupted: `monitor runs` "
+                "says why" if every else "; run `monitor probe --once` first")
+        raise NoResultsError(f"no finished runs{names}{where} in {storage}{hint}")
     return out
 
 
@@ -62,10 +92,10 @@ def report_command(args: argparse.Namespace) -> int:
         for ep, runs in chosen.items():
             every = sorted((r for r in store.runs(ep) if r.status in FINISHED),
                            key=lambda r: r.started_at)
-            if args.run:
-                trend = [r for r in every if r.started_at <= runs[0].started_at]
+            if args.since:
+                trend = runs
             else:
-                trend = runs if args.since else every
+                trend = [r for r in every if r.started_at <= runs[-1].started_at]
             reports.append(build(store, catalog, runs, trend))
     if args.format == "md":
         text = render_markdown(reports)

@@ -5,30 +5,39 @@ What a report covers, per endpoint:
 - `--since DATE`: the finished runs started at or after DATE, pooled (a unit
   is still one triplet of one run); the trend shows the same runs;
 - neither: each endpoint's latest finished run; the trend shows all its runs.
-Every number comes from monitor.stats / monitor.stats.weakness on the stored
-scores (the same functions a run uses), so the report equals `probe --json`
-for a single run. Rendering lives in monitor.report.render.
+Every number comes from monitor.stats on the stored scores (the same functions
+a run uses), so the report equals `probe --json` for a single run. The
+per-scenario and per-variant tables pool the comparable runs before it when
+one run is too thin for them (DETAIL_RUNS; the report says which runs). Alert
+states are those the daemon stored (alert_events), up to the reported run.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 
 from monitor.catalog import Catalog
-from monitor.stats import jsd_of, md_of, nullable, weakness_of
-from monitor.store import AlertEvent, Baseline, RunRow, Store
-from monitor.vocab import POOLED
+from monitor.report.verdict import Headline, headline
+from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, nullable, weakness_of
+from monitor.store import AlertEvent, Baseline, RunRow, StatRow, Store
+from monitor.vocab import POOLED, AlertState, CallStatus
 from monitor.watch import rank_movers
 
-__all__ = ["EndpointReport", "Evidence", "build", "to_json"]
+__all__ = ["DETAIL_RUNS", "EndpointReport", "Evidence", "Example", "build", "to_json"]
 
 TOP_MOVERS = 8
 TEXT_LIMIT = 6000  # characters of an answer shown; the full text stays in DuckDB
+EXAMPLE_LIMIT = 1500  # characters of an unreadable answer shown
+EXAMPLES = 3
+#: At most this many comparable runs (the reported one and those before it) are
+#: pooled for the per-scenario and per-variant tables when one run is too thin.
+DETAIL_RUNS = 10
+_COVERAGE = ["language", "asked", "scored", "unparseable", "refused", "failed"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,27 @@ class Evidence:
     text_new: str
 
 
+@dataclass(frozen=True)
+class Example:
+    """A stored answer the parser could not read (or a refusal), to show as it came."""
+
+    language: str
+    status: str  # monitor.vocab.CallStatus: unparseable or refused
+    detail: str  # why the parser gave up
+    text: str
+
+
+@dataclass(frozen=True)
+class Period:
+    """A pooled cell away from OK: from the run that changed it to the run that
+    brought it back (None: still so at the reported run)."""
+
+    country: str
+    state: str  # pending or firing
+    start_run: str
+    end_run: str | None
+
+
 @dataclass
 class EndpointReport:
     endpoint: str
@@ -69,6 +99,29 @@ class EndpointReport:
     alerts: list[AlertEvent] = field(default_factory=list)
     movers: list[Evidence] = field(default_factory=list)
     language_names: dict[str, str] = field(default_factory=dict)  # code -> its own name
+    coverage: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COVERAGE))
+    deviation: pd.DataFrame = field(default_factory=pd.DataFrame)  # DeviationRow fields
+    # The per-scenario and per-variant tables: `md` itself, or the pooled window.
+    detail_md: pd.DataFrame = field(default_factory=pd.DataFrame)
+    detail_runs: list[RunRow] = field(default_factory=list)
+    # cell -> its drift state at the reported run and since when; its level (within / above
+    # / below thresholds.md_points)
+    states: dict[tuple[str, str], tuple[str, datetime | None]] = field(default_factory=dict)
+    levels: dict[tuple[str, str], str] = field(default_factory=dict)
+    periods: list[Period] = field(default_factory=list)
+    examples: list[Example] = field(default_factory=list)  # when nothing could be scored
+    weakness_note: str = ""  # why the weakness table is empty
+    # (run, scenario, country) -> that run's MD of the cell: the alert history's numbers
+    alert_md: dict[tuple[str, str, str], StatRow] = field(default_factory=dict)
+    headline: Headline | None = None
+
+    @property
+    def scored(self) -> int:
+        return int(self.coverage["scored"].sum()) if not self.coverage.empty else 0
+
+    @property
+    def detail_pooled(self) -> bool:
+        return len(self.detail_runs) > len(self.runs)
 
 
 def _history(store: Store, runs: list[RunRow]) -> pd.DataFrame:
@@ -101,20 +154,117 @@ def _frame(rows: list[Any], **extra: Any) -> pd.DataFrame:
     return pd.DataFrame([{**asdict(r), **extra} for r in rows])
 
 
-def build(store: Store, catalog: Catalog, runs: list[RunRow],
-          trend: list[RunRow]) -> EndpointReport:
-    """The report of one endpoint: `runs` for the tables, `trend` for the history."""
+def _md_by_variant(store: Store, catalog: Catalog, ids: list[str], last: RunRow
+                   ) -> pd.DataFrame:
+    languages, local = list(last.languages), catalog.languages
+    parts = [_frame(md_of(store, ids, languages, local), variant=POOLED)]
+    for variant in last.variants:
+        parts.append(_frame(md_of(store, ids, languages, local, variant=variant),
+                            variant=variant))
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=["scenario", "country", "variant", "md", "ci_lower",
+                                     "ci_upper", "n"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _thin(md: pd.DataFrame) -> bool:
+    """Too thin for the detail tables: fewer than half of the per-scenario and
+    per-variant cells hold MIN_CELL_N triplets."""
+    detail = md[(md["scenario"] != POOLED) | (md["variant"] != POOLED)]
+    return detail.empty or float((detail["n"] >= MIN_CELL_N).mean()) < 0.5
+
+
+def _same_setup(a: RunRow, b: RunRow) -> bool:
+    return (a.catalog_version, a.setup, a.model, list(a.languages)) == (
+        b.catalog_version, b.setup, b.model, list(b.languages))
+
+
+def _own_run(run_id: str) -> str:
+    """A top-up's events belong to the run it confirmed (`<run id>-topup-<country>`)."""
+    return run_id.split("-topup-", 1)[0]
+
+
+def _alerts(store: Store, ep: str, first: RunRow, last: RunRow
+            ) -> tuple[list[AlertEvent], dict[tuple[str, str], tuple[str, datetime | None]],
+                       dict[tuple[str, str], str]]:
+    """The window's changes (runs started from `first` to `last`), every cell's drift
+    state at `last` (its last change up to it, OK when none) and its level (within when
+    none). alert_events holds both kinds of change: a drift state's and a level's."""
+    started = {r.run_id: r.started_at for r in store.runs(ep)}
+    states: dict[tuple[str, str], tuple[str, datetime | None]] = {}
+    levels: dict[tuple[str, str], str] = {}
+    window = []
+    for ev in store.alert_events(ep):
+        at = started.get(_own_run(ev.run_id))
+        if at is None or at > last.started_at:
+            continue  # after the reported run (or of a run since deleted)
+        if ev.to_state in set(AlertState):
+            states[(ev.scenario, ev.country)] = (ev.to_state, ev.event_at)
+        else:
+            levels[(ev.scenario, ev.country)] = ev.to_state
+        if at >= first.started_at:
+            window.append(ev)
+    return window, states, levels
+
+
+def _periods(events: list[AlertEvent], trend: list[RunRow]) -> list[Period]:
+    """Pooled cells' time away from OK, as runs of the trend."""
+    known = {r.run_id for r in trend}
+    open_: dict[str, Period] = {}
+    out: list[Period] = []
+    for ev in events:
+        run = _own_run(ev.run_id)
+        if ev.scenario != POOLED or run not in known or ev.to_state not in set(AlertState):
+            continue
+        if (p := open_.pop(ev.country, None)) is not None:
+            out.append(Period(p.country, p.state, p.start_run, run))
+        if ev.to_state != AlertState.OK:
+            open_[ev.country] = Period(ev.country, ev.to_state, run, None)
+    return out + list(open_.values())
+
+
+def _coverage(calls: pd.DataFrame, languages: list[str]) -> pd.DataFrame:
+    rows = []
+    for lang in languages:
+        st = calls.loc[calls["language"] == lang, "status"] if not calls.empty else pd.Series()
+        counts = st.value_counts().to_dict()
+        rows.append({"language": lang, "asked": int(st.size),
+                     "scored": int(counts.get(CallStatus.OK, 0)),
+                     "unparseable": int(counts.get(CallStatus.UNPARSEABLE, 0)),
+                     "refused": int(counts.get(CallStatus.REFUSED, 0)),
+                     "failed": int(counts.get(CallStatus.FAILED, 0))})
+    return pd.DataFrame(rows, columns=_COVERAGE)
+
+
+def _examples(store: Store, ids: list[str]) -> list[Example]:
+    """A few unreadable answers, one per language first, as they were stored."""
+    calls = store.calls_frame(ids, with_text=True)
+    bad = calls[calls["status"].isin([CallStatus.UNPARSEABLE, CallStatus.REFUSED])]
+    bad = bad.sort_values(["language", "triplet_id"]).drop_duplicates("language")
+    return [Example(str(r.language), str(r.status), str(r.detail or ""),
+                    str(r.raw_text or "")[:EXAMPLE_LIMIT])
+            for r in bad.head(EXAMPLES).itertuples(index=False)]
+
+
+def build(store: Store, catalog: Catalog, runs: list[RunRow], trend: list[RunRow], *,
+          detail_runs: int = DETAIL_RUNS) -> EndpointReport:
+    """The report of one endpoint: `runs` for the tables, `trend` for the history.
+    `detail_runs`: how many comparable runs up to the last one the per-scenario and
+    per-variant tables may pool when `runs` is too thin for them (1: never)."""
     ids = [r.run_id for r in runs]
     ep, last = runs[-1].endpoint, runs[-1]
     languages = list(last.languages)
     local = catalog.languages
-    md_parts = [_frame(md_of(store, ids, languages, local), variant=POOLED)]
-    for variant in last.variants:
-        md_parts.append(_frame(md_of(store, ids, languages, local, variant=variant),
-                               variant=variant))
-    md = pd.concat([p for p in md_parts if not p.empty], ignore_index=True) if any(
-        not p.empty for p in md_parts) else pd.DataFrame(columns=["scenario", "country",
-                                                                  "variant"])
+    md = _md_by_variant(store, catalog, ids, last)
+    detail, detail_of = md, list(runs)
+    if len(runs) == 1 and detail_runs > 1 and _thin(md):
+        before = [r for r in trend if r.started_at <= last.started_at and _same_setup(r, last)
+                  and r.run_id != last.run_id]
+        window = [*before[-(detail_runs - 1):], last]
+        if len(window) > 1:
+            detail_of = window
+            detail = _md_by_variant(store, catalog, [r.run_id for r in window], last)
     # A single run's JSD uses the run's seed, as the run did, so the numbers match.
     jsd = _frame(jsd_of(store, ids, languages, seed=last.seed if len(runs) == 1 else 0))
     if jsd.empty:
@@ -134,18 +284,31 @@ def build(store: Store, catalog: Catalog, runs: list[RunRow],
         base_md = _frame(md_of(store, base.run_ids, languages, local))
         if not set(ids) <= set(base.run_ids):
             movers = _movers(store, catalog, ids, base.run_ids)
-    since = trend[0].started_at if trend else runs[0].started_at
-    alerts = store.alert_events(ep, since, until=last.finished_at)
+    alerts, states, levels = _alerts(store, ep, trend[0] if trend else runs[0], last)
     if len(runs) == 1:
-        window = f"run {last.run_id} ({_when(last)})"
+        window_text = f"run {last.run_id} ({_when(last)})"
     else:
-        window = f"{len(runs)} runs, {_when(runs[0])} to {_when(last)}"
+        window_text = f"{len(runs)} runs, {_when(runs[0])} to {_when(last)}"
     weakness = _frame(weakness_of(store, ids, local))
+    coverage = _coverage(store.calls_frame(ids), languages)
+    note = ""
+    if weakness.empty:
+        note = ("no answer was scored, so there are no lists to count" if not len(scores) else
+                "the answers carried no strengths/weaknesses lists (the prompt's JSON block asks "
+                "for them; free-text answers and some response formats leave them out)")
     names = {lang: catalog.prompts[lang].language_name for lang in languages
              if lang in catalog.prompts}
-    return EndpointReport(ep, last.model, bool(last.simulated), runs, window, languages, jsd, md,
-                          weakness, by_lang, local_marks, _history(store, trend), base, base_md,
-                          alerts, movers, names)
+    rep = EndpointReport(ep, last.model, bool(last.simulated), runs, window_text, languages, jsd,
+                         md, weakness, by_lang, local_marks, _history(store, trend), base,
+                         base_md, alerts, movers, names, coverage,
+                         _frame(deviation_of(store, ids, languages, local)), detail, detail_of,
+                         states, levels, _periods(alerts, trend),
+                         _examples(store, ids) if not len(scores) else [], note)
+    events = sorted({_own_run(a.run_id) for a in alerts})
+    rep.alert_md = {(run_id, st.scenario, st.key): st
+                    for run_id, st in store.stats_of(events, kind="md")} if events else {}
+    rep.headline = headline(md, coverage, states, levels, base)
+    return rep
 
 
 def _when(run: RunRow) -> str:
@@ -160,8 +323,15 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 def to_json(rep: EndpointReport) -> str:
     """The report's tables as JSON (written beside the HTML for scripts)."""
+    head = rep.headline
     return json.dumps({"endpoint": rep.endpoint, "model": rep.model, "simulated": rep.simulated,
                        "runs": [r.run_id for r in rep.runs], "window": rep.window,
+                       "status": head.status if head else None,
+                       "headline": head.text if head else None,
+                       "coverage": _records(rep.coverage),
                        "jsd": _records(rep.jsd), "md": _records(rep.md),
+                       "detail_runs": [r.run_id for r in rep.detail_runs],
+                       "detail_md": _records(rep.detail_md),
+                       "deviation": _records(rep.deviation),
                        "weakness": _records(rep.weakness)}, ensure_ascii=False, indent=1,
                       default=str)

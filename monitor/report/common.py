@@ -7,7 +7,7 @@ from typing import Any
 from monitor.stats import jsd_significant, nullable
 from monitor.vocab import POOLED, Variant
 
-__all__ = ["VARIANT_TITLES", "country_key", "jsd_star"]
+__all__ = ["VARIANT_TITLES", "country_key", "jsd_star", "slug"]
 
 VARIANT_TITLES = {POOLED: "pooled", Variant.PLAIN: "plain", Variant.COT: "CoT",
                   Variant.FEMALE: "female", Variant.MALE: "male"}
@@ -22,3 +22,8 @@ def country_key(country: str) -> tuple[int, str]:
 def jsd_star(p_value: Any, n: Any) -> bool:
     """A JSD cell of a report table is marked by its permutation test (stats.rules)."""
     return jsd_significant(nullable(p_value), int(n))
+
+
+def slug(endpoint: str) -> str:
+    """An endpoint's name as a file name."""
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in endpoint)

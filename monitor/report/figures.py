@@ -7,6 +7,7 @@ look without each of them learning matplotlib.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,11 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: headless machines have no display
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 # Figures carry codes and English labels only: a slim container has no CJK
 # font, and native option names belong in the HTML tables, not in pixels.
@@ -57,37 +61,6 @@ def line_chart(path: Path, series: Sequence[Series], *, title: str, xlabel: str,
     return _save(fig, path)
 
 
-def small_multiples(path: Path, panels: Mapping[str, tuple[Series, float | None]], *,
-                    title: str, ylabel: str, xlabels: Sequence[str] = ()) -> Path:
-    """One small line chart per key (e.g. per country): its series with CI band,
-    and a dashed reference line (the baseline) when given. Shared y axis.
-    `xlabels`, when given, name the x positions 0..n-1 (e.g. run dates)."""
-    n = max(1, len(panels))
-    cols = min(3, n)
-    rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.5 * rows), sharey=True,
-                             squeeze=False)
-    for ax, (name, (s, ref)) in zip(axes.flat, panels.items(), strict=False):
-        ax.plot(list(s.x), list(s.y), marker="o", markersize=3)
-        if s.lo is not None and s.hi is not None:
-            ax.fill_between(list(s.x), list(s.lo), list(s.hi), alpha=0.2, linewidth=0)
-        if ref is not None:
-            ax.axhline(ref, linestyle="--", linewidth=1, color="grey", label="baseline")
-        ax.axhline(0, color="black", linewidth=0.5)
-        ax.set_title(name, fontsize=9)
-        ax.grid(alpha=0.3)
-        if xlabels:
-            ticks = sorted({0, len(xlabels) - 1, (len(xlabels) - 1) // 2})
-            ax.set_xticks(ticks)
-            ax.set_xticklabels([xlabels[t] for t in ticks], fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel(ylabel, fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    return _save(fig, path)
-
-
 def bar_chart(path: Path, labels: Sequence[str], groups: Mapping[str, Sequence[float]], *,
               title: str, ylabel: str,
               errors: Mapping[str, Sequence[tuple[float, float]]] | None = None) -> Path:
@@ -108,27 +81,150 @@ def bar_chart(path: Path, labels: Sequence[str], groups: Mapping[str, Sequence[f
     return _save(fig, path)
 
 
-def violins(path: Path, groups: Mapping[str, Sequence[float]], *, title: str, ylabel: str,
-            marks: Mapping[str, Sequence[float]] | None = None) -> Path:
-    """One violin per group; `marks` overlays points (the local option's scores)."""
-    names = [k for k, v in groups.items() if len(v) > 1]
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(names)), 4.2))
-    if names:
-        ax.violinplot([list(groups[k]) for k in names], showmedians=True)
-        labelled = False
-        for i, k in enumerate(names, start=1):
-            pts = list((marks or {}).get(k, []))
-            if pts:
-                # A small deterministic jitter so the marks do not stack on one pixel.
-                xs = [i + 0.12 * (((j * 37) % 11) / 10 - 0.5) for j in range(len(pts))]
-                ax.scatter(xs, pts, s=8, color="crimson", alpha=0.6, zorder=3,
-                           label=None if labelled else "local option")
-                labelled = True
-        ax.set_xticks(range(1, len(names) + 1))
-        ax.set_xticklabels(names)
-    else:
-        ax.text(0.5, 0.5, "not enough scores", ha="center", transform=ax.transAxes)
-    _finish(ax, title, "", ylabel, legend=bool(marks) and bool(names))
+@dataclass(frozen=True)
+class Estimate:
+    """A point with its 95% CI (NaN: none) and how it is drawn: "sig" (significant by
+    the caller's rule), "plain", or "thin" (under the minimum n: grey, never marked)."""
+
+    label: str
+    value: float
+    lo: float
+    hi: float
+    mark: str = "plain"
+
+
+_COLOR = {"sig": "crimson", "plain": "#222222", "thin": "#aaaaaa"}
+
+
+def _estimate(ax: Axes, e: Estimate, y: float, *, color: str | None = None) -> None:
+    c = color or _COLOR[e.mark]
+    if math.isfinite(e.lo) and math.isfinite(e.hi):
+        ax.plot([e.lo, e.hi], [y, y], color=c, linewidth=1.6 if e.mark == "sig" else 1.1)
+    ax.plot([e.value], [y], marker="o", markersize=6, color=c,
+            markerfacecolor="white" if e.mark == "thin" else c)
+    if e.mark == "sig":
+        ax.annotate("*", (e.hi if math.isfinite(e.hi) else e.value, y), xytext=(4, -4),
+                    textcoords="offset points", color=c, fontsize=12)
+
+
+def forest(path: Path, rows: Sequence[Estimate], *, title: str, xlabel: str,
+           reference: Mapping[str, Estimate] | None = None,
+           reference_label: str = "baseline") -> Path:
+    """One row per estimate, top to bottom, with its CI; `reference` (by label) is drawn
+    just below its row in blue (e.g. the baseline). A line at 0."""
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.42 * max(1, len(rows))))
+    for i, e in enumerate(rows):
+        _estimate(ax, e, -i)
+        ref = (reference or {}).get(e.label)
+        if ref is not None:
+            _estimate(ax, ref, -i - 0.3, color="#4a7ab5")
+    ax.axvline(0, color="black", linewidth=0.6)
+    ax.set_yticks([-i for i in range(len(rows))])
+    ax.set_yticklabels([e.label for e in rows], fontsize=8)
+    ax.set_ylim(-len(rows) + 0.4, 0.6)
+    handles = [Line2D([], [], color=_COLOR["sig"], marker="o", label="significant (*)"),
+               Line2D([], [], color=_COLOR["plain"], marker="o", label="CI includes 0"),
+               Line2D([], [], color=_COLOR["thin"], marker="o", markerfacecolor="white",
+                      label="too few triplets")]
+    if reference:
+        handles.append(Line2D([], [], color="#4a7ab5", marker="o", label=reference_label))
+    _finish(ax, title, xlabel, "", legend=False)
+    ax.legend(handles=handles, fontsize=7, loc="best")
+    return _save(fig, path)
+
+
+def heatmap(path: Path, rows: Sequence[str], cols: Sequence[str],
+            values: Sequence[Sequence[float]], *, title: str, label: str,
+            outlined: Sequence[tuple[int, int]] = ()) -> Path:
+    """A diverging colour grid centred on 0 (NaN: grey), the `outlined` (row, col)
+    cells boxed (e.g. each country's own language)."""
+    grid = np.array(values, dtype=float).reshape(len(rows), len(cols))
+    finite = grid[np.isfinite(grid)]
+    top = float(np.max(np.abs(finite))) if finite.size else 1.0
+    fig, ax = plt.subplots(figsize=(1.2 + 0.62 * max(1, len(cols)),
+                                    1.2 + 0.42 * max(1, len(rows))))
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="#dddddd")
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=-top or -1, vmax=top or 1,
+                   aspect="auto")
+    for r, c in outlined:
+        ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="black",
+                               linewidth=1.4))
+    ax.set_xticks(range(len(cols)))
+    ax.set_xticklabels(list(cols), fontsize=8)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(list(rows), fontsize=8)
+    ax.set_xlabel("asked in", fontsize=9)
+    ax.set_ylabel("option country", fontsize=9)
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(im, ax=ax, label=label, shrink=0.85)
+    return _save(fig, path)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One country's MD over runs: x positions, estimates (mark "thin" = under the
+    minimum n), the baseline's (value, lo, hi), and shaded spans (x0, x1, state)."""
+
+    points: Sequence[tuple[int, Estimate]]
+    baseline: tuple[float, float, float] | None = None
+    spans: Sequence[tuple[float, float, str]] = ()
+
+
+_SPAN = {"firing": ("crimson", 0.13), "pending": ("orange", 0.12)}
+
+
+def trend_panels(path: Path, panels: Mapping[str, Panel], *, title: str, ylabel: str,
+                 xlabels: Sequence[str] = ()) -> Path:
+    """Small multiples, each with its own y range set by its reliable points (a thin
+    point outside it is drawn at the edge as a grey triangle), the baseline's CI as a
+    band, alert periods shaded."""
+    n = max(1, len(panels))
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.5 * cols, 2.5 * rows), squeeze=False)
+    for ax, (name, p) in zip(axes.flat, panels.items(), strict=False):
+        good = [(x, e) for x, e in p.points if e.mark != "thin"]
+        spread = [v for _, e in (good or p.points) for v in (e.value, e.lo, e.hi)
+                  if math.isfinite(v)] + [0.0]
+        if p.baseline is not None:
+            spread += [v for v in p.baseline if math.isfinite(v)]
+        lo, hi = min(spread), max(spread)
+        pad = max(0.1, 0.08 * (hi - lo))
+        lo, hi = lo - pad, hi + pad
+        for x0, x1, state in p.spans:
+            color, alpha = _SPAN.get(state, ("grey", 0.1))
+            ax.axvspan(x0 - 0.5, x1 + 0.5, color=color, alpha=alpha, linewidth=0)
+        if p.baseline is not None:
+            b, b_lo, b_hi = p.baseline
+            if math.isfinite(b_lo) and math.isfinite(b_hi):
+                ax.axhspan(b_lo, b_hi, color="#4a7ab5", alpha=0.15, linewidth=0)
+            ax.axhline(b, linestyle="--", linewidth=1, color="#4a7ab5")
+        if good:
+            xs = [x for x, _ in good]
+            ax.plot(xs, [e.value for _, e in good], marker="o", markersize=3, color="#222222")
+            ax.fill_between(xs, [e.lo for _, e in good], [e.hi for _, e in good], alpha=0.2,
+                            linewidth=0, color="#222222")
+        for x, e in p.points:
+            if e.mark == "thin":
+                v = min(max(e.value, lo), hi)
+                shape = "o" if v == e.value else ("^" if v == hi else "v")
+                ax.plot([x], [v], marker=shape, markersize=4, color=_COLOR["thin"],
+                        markerfacecolor="white")
+        ax.set_ylim(lo, hi)
+        ax.axhline(0, color="black", linewidth=0.5)
+        ax.set_title(name, fontsize=9)
+        ax.grid(alpha=0.3)
+        if xlabels:
+            ticks = sorted({0, len(xlabels) - 1, (len(xlabels) - 1) // 2})
+            ax.set_xticks(ticks)
+            ax.set_xticklabels([xlabels[t] for t in ticks], fontsize=7)
+        ax.set_xlim(-0.6, max(0, len(xlabels) - 1) + 0.6)
+        ax.tick_params(axis="y", labelsize=7)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel, fontsize=8)
+    fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 

@@ -1,7 +1,9 @@
-"""`monitor report --format md`: the report's tables in Markdown, for a PR or chat.
+"""`monitor report --format md`: the report's content in Markdown, for a PR or chat.
 
-Model text and option names are untrusted: every cell goes through _md_cell,
-so nothing from an answer can add a table column, a link or markup.
+The same order as the page: the headline and the calls per language, then
+the numbers behind each figure, the tables and the evidence. Model text and
+option names are untrusted: every cell goes through _md_cell, so nothing from
+an answer can add a table column, a link or markup.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from monitor.report.build import EndpointReport
 from monitor.report.common import VARIANT_TITLES, country_key, jsd_star
 from monitor.stats import MIN_CELL_N, nullable, significant
+from monitor.vocab import POOLED
 
 __all__ = ["render_markdown"]
 
@@ -19,19 +22,152 @@ __all__ = ["render_markdown"]
 def _md_cell(text: Any) -> str:
     """Markdown table cell: no pipes, backticks, angle brackets or line breaks from data."""
     return (html.escape(str(text)).replace("|", "&#124;").replace("`", "&#96;")
-            .replace("\n", " ").replace("[", "&#91;"))
+            .replace("\n", " ").replace("[", "&#91;").replace("*", "&#42;")
+            .replace("_", "&#95;"))
 
 
 def _md_stat(value: Any, lo: Any, hi: Any, n: Any, fmt: str = "{:+.2f}",
              test: bool = True, sig: bool | None = None) -> str:
+    """Value [CI] n; bold when significant, italic when under the minimum n (never bold)."""
     v, a, b = nullable(value), nullable(lo), nullable(hi)
     if v is None:
         return "n/a"
     if sig is None:
         sig = test and significant(a, b, int(n))
-    star = "**" if sig else ""
     ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else ""
-    return f"{star}{fmt.format(v)}{star}{ci} n={int(n)}"
+    text = f"{fmt.format(v)}{ci} n={int(n)}"
+    if int(n) < MIN_CELL_N:
+        return f"_{text}_"
+    return f"**{text}**" if sig else text
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|---" * len(head) + "|",
+            *("| " + " | ".join(r) + " |" for r in rows), ""]
+
+
+def _headline(rep: EndpointReport) -> list[str]:
+    head = rep.headline
+    assert head is not None
+    lines = [f"**{head.label}.** " + " ".join(_md_cell(s) for s in head.sentences), "",
+             "Calls per language:", ""]
+    cols = ["asked", "scored", "unparseable", "refused", "failed"]
+    lines += _table(["language", *cols], [[_md_cell(r["language"]), *(str(int(r[c]))
+                                                                      for c in cols)]
+                                          for r in rep.coverage.to_dict("records")])
+    for e in rep.examples:
+        lines += [f"An answer that could not be read ({e.status}, {e.language}"
+                  f"{': ' + _md_cell(e.detail) if e.detail else ''}):", ""]
+        lines += ["> " + _md_cell(line) for line in e.text[:600].splitlines() if line.strip()]
+        lines.append("")
+    if rep.examples:
+        lines += ["Set the endpoint's `answer_format: json_schema` (or `auto`) to ask for the "
+                  "scores with a response schema.", ""]
+    return lines
+
+
+def _forest(rep: EndpointReport) -> list[str]:
+    md = rep.md[(rep.md["scenario"] == POOLED) & (rep.md["variant"] == POOLED)]
+    base = ({} if rep.baseline_md is None or rep.baseline_md.empty else
+            {r["country"]: r for r in rep.baseline_md[rep.baseline_md["scenario"] == POOLED]
+             .to_dict("records")})
+    rows = []
+    for r in sorted(md.to_dict("records"), key=lambda r: country_key(r["country"])):
+        b = base.get(r["country"])
+        rows.append([r["country"], _md_stat(r["md"], r["ci_lower"], r["ci_upper"], r["n"]),
+                     _md_stat(b["md"], b["ci_lower"], b["ci_upper"], b["n"]) if b else "n/a",
+                     _md_stat(r["did"], r["did_ci_lower"], r["did_ci_upper"], r["n"])])
+    return ["### MD per country (points, pooled scenarios, 95% CI, n triplets)", "",
+            *_table(["country", "these runs", "baseline", "DiD"], rows)]
+
+
+def _deviation(rep: EndpointReport) -> list[str]:
+    dev = rep.deviation
+    if dev.empty:
+        return []
+    rows = []
+    for country in sorted(set(dev["country"]), key=country_key):
+        sub = dev[dev["country"] == country].set_index("language")
+        rows.append([country, *(_md_stat(*sub.loc[lang, ["mean", "ci_lower", "ci_upper", "n"]])
+                                + (" (own)" if sub.loc[lang, "local_language"] == lang else "")
+                                if lang in sub.index else "n/a" for lang in rep.languages)])
+    return ["### Score deviation by option country x asked language (points; own: the "
+            "country's language, where it equals MD)", "",
+            *_table(["country", *rep.languages], rows)]
+
+
+def _jsd(rep: EndpointReport) -> list[str]:
+    lines = ["### JSD (excess bits, 95% CI, n triplets; bold: permutation p < 0.05)", ""]
+    rows = []
+    for scen in [s for s in [*sorted(set(rep.jsd["scenario"]) - {"all"}), "all"]
+                 if s in set(rep.jsd["scenario"])]:
+        by = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
+        rows.append([_md_cell(scen), *(_md_stat(by.at[c, "jsd_bits"], by.at[c, "ci_lower"],
+                                                by.at[c, "ci_upper"], by.at[c, "n"], "{:.3f}",
+                                                sig=jsd_star(by.at[c, "p_value"], by.at[c, "n"]))
+                                       if c in by.index else "n/a"
+                                       for c in [*rep.languages, "overall"])])
+    return [*lines, *_table(["scenario", *rep.languages, "overall"], rows)]
+
+
+def _details(rep: EndpointReport) -> list[str]:
+    md = rep.detail_md
+    if md.empty:
+        return []
+    pooled = (f"; pooled over {len(rep.detail_runs)} comparable runs up to this one (one run "
+              f"is too thin): {', '.join(r.run_id for r in rep.detail_runs)}"
+              if rep.detail_pooled else "")
+    lines = [f"### MD by scenario and variant{_md_cell(pooled)}", ""]
+    variants = [v for v in VARIANT_TITLES if v in set(md["variant"])]
+    for scen in [s for s in ["all", *sorted(set(md["scenario"]) - {"all"})]
+                 if s in set(md["scenario"])]:
+        sub = md[md["scenario"] == scen]
+        rows = []
+        for country in sorted(set(sub["country"]), key=country_key):
+            cells = []
+            for v in variants:
+                hit = sub[(sub["variant"] == v) & (sub["country"] == country)]
+                cells.append("n/a" if hit.empty else _md_stat(*hit.iloc[0][
+                    ["md", "ci_lower", "ci_upper", "n"]]))
+            rows.append([country, *cells])
+        lines += [f"Scenario {_md_cell(scen)}:", "",
+                  *_table(["country", *(VARIANT_TITLES[v] for v in variants)], rows)]
+    return lines
+
+
+def _weakness(rep: EndpointReport) -> list[str]:
+    lines = ["### Weakness share (local language vs other languages)", ""]
+    if rep.weakness.empty:
+        return [*lines, f"No weakness shares: {_md_cell(rep.weakness_note)}.", ""]
+    rows = []
+    for r in rep.weakness.to_dict("records"):
+        cells = [_md_stat(r[f"share_{p}"], r[f"{p}_lower"], r[f"{p}_upper"], r["n"],
+                          "{:.3f}", False) for p in ("local", "foreign")]
+        cells.append(_md_stat(r["diff"], r["diff_lower"], r["diff_upper"], r["n"], "{:+.3f}"))
+        rows.append([r["country"], *cells])
+    return [*lines, *_table(["country", "local", "other", "local - other"], rows)]
+
+
+def _evidence(rep: EndpointReport) -> list[str]:
+    lines: list[str] = []
+    if rep.movers:
+        rows = [[_md_cell(m.name_en) + (f" ({_md_cell(m.name_local)})"
+                                        if m.name_local != m.name_en else ""),
+                 _md_cell(m.scenario), m.language, f"{m.old:.2f} (mean of {m.n_old})",
+                 f"{m.new:.2f} (mean of {m.n_new})"] for m in rep.movers]
+        lines += ["### Moved most against the baseline", "",
+                  *_table(["option", "scenario", "asked in", "baseline", "now"], rows)]
+    lines += ["### Alert history (up to this run)", ""]
+    if not rep.alerts:
+        return [*lines, "No alert state changes in this window.", ""]
+    rows = []
+    for a in rep.alerts:
+        st = rep.alert_md.get((a.run_id.split("-topup-", 1)[0], a.scenario, a.country))
+        rows.append([_md_cell(str(a.event_at)[:16]), _md_cell(f"{a.scenario} / {a.country}"),
+                     _md_cell(f"{a.from_state} -> {a.to_state}"),
+                     _md_stat(st.value, st.ci_lower, st.ci_upper, st.n or 0) if st else "-",
+                     _md_cell(a.reason or "")])
+    return [*lines, *_table(["time", "cell", "change", "MD of the run", "reason"], rows)]
 
 
 def render_markdown(reports: list[EndpointReport]) -> str:
@@ -39,42 +175,10 @@ def render_markdown(reports: list[EndpointReport]) -> str:
     for rep in reports:
         sim = " (simulated endpoint)" if rep.simulated else ""
         lines += [f"## {_md_cell(rep.endpoint)}: {_md_cell(rep.model)}{sim}", "",
-                  f"Covers {_md_cell(rep.window)}. Bold: the 95% CI excludes 0 "
-                  f"(n >= {MIN_CELL_N}).", "",
-                  "### JSD (excess bits, 95% CI, n triplets; bold: permutation p < 0.05)", "",
-                  "| scenario | " + " | ".join([*rep.languages, "overall"]) + " |",
-                  "|---" * (len(rep.languages) + 2) + "|"]
-        for scen in [s for s in [*sorted(set(rep.jsd["scenario"]) - {"all"}), "all"]
-                     if s in set(rep.jsd["scenario"])]:
-            rows = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
-            cells = [_md_stat(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"],
-                              rows.at[c, "ci_upper"], rows.at[c, "n"], "{:.3f}",
-                              sig=jsd_star(rows.at[c, "p_value"], rows.at[c, "n"]))
-                     if c in rows.index else "n/a" for c in [*rep.languages, "overall"]]
-            lines.append(f"| {scen} | " + " | ".join(cells) + " |")
-        variants = [v for v in VARIANT_TITLES if v in set(rep.md["variant"])]
-        sub = rep.md[rep.md["scenario"] == "all"]
-        lines += ["", "### MD, pooled scenarios (points, 95% CI, n triplets)", "",
-                  "| country | " + " | ".join(VARIANT_TITLES[v] for v in variants) + " |",
-                  "|---" * (len(variants) + 1) + "|"]
-        for country in sorted(set(sub["country"]), key=country_key):
-            cells = []
-            for v in variants:
-                hit = sub[(sub["variant"] == v) & (sub["country"] == country)]
-                cells.append("n/a" if hit.empty else _md_stat(*hit.iloc[0][
-                    ["md", "ci_lower", "ci_upper", "n"]]))
-            lines.append(f"| {country} | " + " | ".join(cells) + " |")
-        lines += ["", "### Weakness share (local language vs other languages)", "",
-                  "| country | local | other | local - other |", "|---|---|---|---|"]
-        for r in rep.weakness.to_dict("records"):
-            cells = [_md_stat(r[f"share_{p}"], r[f"{p}_lower"], r[f"{p}_upper"], r["n"],
-                              "{:.3f}", False) for p in ("local", "foreign")]
-            cells.append(_md_stat(r["diff"], r["diff_lower"], r["diff_upper"], r["n"], "{:+.3f}"))
-            lines.append(f"| {r['country']} | " + " | ".join(cells) + " |")
-        if rep.movers:
-            lines += ["", "### Moved most against the baseline", "",
-                      "| option | language | baseline | now |", "|---|---|---|---|"]
-            lines += [f"| {_md_cell(m.name_en)} ({_md_cell(m.name_local)}) | {m.language} | "
-                      f"{m.old:.2f} | {m.new:.2f} |" for m in rep.movers]
-        lines.append("")
+                  f"Covers {_md_cell(rep.window)}. Bold: the 95% CI excludes 0 (n >= "
+                  f"{MIN_CELL_N}); italic: fewer than {MIN_CELL_N} triplets, never bold.", "",
+                  *_headline(rep)]
+        if rep.scored:
+            lines += [*_forest(rep), *_deviation(rep), *_jsd(rep), *_details(rep)]
+        lines += [*_weakness(rep), *_evidence(rep)]
     return "\n".join(lines) + "\n"

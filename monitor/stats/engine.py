@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from monitor.stats.deviation import DeviationRow, deviation_rows
 from monitor.stats.jsd import N_BOOT, N_PERM, JSDRow, jsd_rows
 from monitor.stats.md import MDRow, local_pairs, md_rows
 from monitor.stats.weakness import WeaknessRow, weakness_rows
 from monitor.store import Store
 from monitor.vocab import CallStatus
 
-__all__ = ["CoverageRow", "Summary", "jsd_of", "md_jsd_of", "md_of", "summarise",
+__all__ = ["CoverageRow", "Summary", "deviation_of", "jsd_of", "md_jsd_of", "md_of", "summarise",
            "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
@@ -95,6 +96,13 @@ def md_jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
             md += md_rows(units, local)
             jsd += jsd_rows(units, seeds, n_perm=n_perm, n_boot=n_boot)
     return md, jsd
+
+
+def deviation_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
+                 local_countries: LocalCountries) -> list[DeviationRow]:
+    """Each country's score deviation per asked language, runs and scenarios pooled."""
+    local = local_pairs(languages, local_countries)
+    return deviation_rows(store.unit_scores(run_ids, languages, [c for c, _ in local]), local)
 
 
 def weakness_of(store: Store, run_ids: Sequence[str],
