@@ -53,3 +53,19 @@ def test_a_report_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
     [line] = [r.getMessage() for r in caplog.records if r.name == "monitor.daemon.publish"]
     assert f"run {run.run_id}: its report was not written to {blocker / 'reports'}" in line
     assert "the run is not affected" in line
+
+
+def test_a_run_whose_answers_could_not_be_read_is_published_saying_so(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    garbled = {**SIM, "params": {"garble_rate": 1.0, "seed": 3}}
+    cfg = write_config(tmp_path, [garbled])
+    daemon, settings, store = sim_daemon(cfg, shipped_catalog)
+    daemon.reporter = Reporter(settings, shipped_catalog, store)
+    asyncio.run(daemon.run_job("sim"))
+    [run] = store.runs("sim")
+    assert run.status == "failed"  # nothing scored: still failed for alerts and baselines
+    [entry] = site.entries(tmp_path / "reports")
+    assert (entry.run_id, entry.status) == (run.run_id, "failed")
+    page = (tmp_path / "reports" / run.run_id / "index.html").read_text(encoding="utf-8")
+    assert "answers unreadable" in page and "answers could be read" in page
+    assert "json_schema" in page

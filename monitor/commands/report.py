@@ -21,20 +21,11 @@ from pathlib import Path
 from monitor.catalog import load_catalog
 from monitor.config import load_settings, parse_since
 from monitor.errors import NoResultsError, UsageError
-from monitor.report import build, render_html, render_markdown
+from monitor.report import build, render_html, render_markdown, unreadable
 from monitor.store import RunRow, Store
-from monitor.vocab import FINISHED, CallStatus, RunStatus
+from monitor.vocab import FINISHED, RunStatus
 
 __all__ = ["report_command", "select_runs"]
-
-
-def _answered(store: Store, runs: list[RunRow]) -> set[str]:
-    """The failed runs among `runs` that hold answers (stored, none scored)."""
-    failed = [r.run_id for r in runs if r.status == RunStatus.FAILED]
-    if not failed:
-        return set()
-    return {s.run.run_id for s in store.run_summaries(run_ids=failed)
-            if any(n for st, n in s.counts.items() if st != CallStatus.FAILED)}
 
 
 def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[str, list[RunRow]]:
@@ -45,7 +36,7 @@ def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[st
         if run is None:
             raise UsageError(f"--run {args.run}: no such run in {storage}; run ids are printed "
                              f"by `monitor probe --once` and in the Slack messages")
-        if run.status == RunStatus.FAILED and _answered(store, [run]):
+        if run.status == RunStatus.FAILED and unreadable(store, [run]):
             return {run.endpoint: [run]}
         if run.status == RunStatus.FAILED:
             raise UsageError(f"--run {args.run}: the run failed with no answer stored "
@@ -71,7 +62,7 @@ def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[st
         for run in every:
             if run.status in (*FINISHED, RunStatus.FAILED):
                 latest[run.endpoint] = run
-        unread = _answered(store, list(latest.values()))
+        unread = unreadable(store, list(latest.values()))
         out.update({ep: [run] for ep, run in latest.items() if run.run_id in unread})
     if not out:
         where = f" since {args.since}" if args.since else ""

@@ -18,7 +18,7 @@ from pathlib import Path
 from monitor.catalog import Catalog
 from monitor.config import Settings
 from monitor.daemon import site
-from monitor.report import build, render_html
+from monitor.report import build, render_html, unreadable
 from monitor.store import CellRecord, RunRow, Store
 from monitor.vocab import FINISHED, POOLED, AlertState, LevelState
 
@@ -65,7 +65,8 @@ class Reporter:
         built: Path | None = None
         try:
             run = self.store.get_run(run_id)
-            if run is None or run.status not in FINISHED:
+            if run is None or (run.status not in FINISHED
+                               and not unreadable(self.store, [run])):
                 log.info("run %s has no report: it is %s", run_id,
                          run.status if run else "not stored")
                 return None

@@ -5,9 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from monitor.stats import jsd_significant, nullable
-from monitor.vocab import POOLED, Variant
+from monitor.store import RunRow, Store
+from monitor.vocab import POOLED, CallStatus, RunStatus, Variant
 
-__all__ = ["VARIANT_TITLES", "country_key", "jsd_star", "slug"]
+__all__ = ["VARIANT_TITLES", "country_key", "jsd_star", "slug", "unreadable"]
+
+
+def unreadable(store: Store, runs: list[RunRow]) -> set[str]:
+    """The failed runs among `runs` that hold answers (stored, none scored): reportable,
+    to show why nothing could be read (`monitor report` and the daemon's report alike)."""
+    failed = [r.run_id for r in runs if r.status == RunStatus.FAILED]
+    if not failed:
+        return set()
+    return {s.run.run_id for s in store.run_summaries(run_ids=failed)
+            if any(n for st, n in s.counts.items() if st != CallStatus.FAILED)}
 
 VARIANT_TITLES = {POOLED: "pooled", Variant.PLAIN: "plain", Variant.COT: "CoT",
                   Variant.FEMALE: "female", Variant.MALE: "male"}
