@@ -12,17 +12,15 @@ minimum n is greyed (class "thin") and never marked.
 
 from __future__ import annotations
 
-import base64
 import html
-import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
+from monitor.report import html_parts as hp
 from monitor.report.build import EndpointReport, to_json
 from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, slug
 from monitor.report.plots import figures
-from monitor.stats import MIN_CELL_N, nullable, significant
+from monitor.stats import MIN_CELL_N
 from monitor.vocab import POOLED
 
 __all__ = ["render_html"]
@@ -42,49 +40,8 @@ font-size:14px;color:#fff;vertical-align:middle}.s-unreadable,.s-drift{backgroun
 details{margin:.2em 0 1em}summary{cursor:pointer;color:#245;font-size:13px}"""
 
 
-_CODE = re.compile(r"`([^`]+)`")
-
-
-def _cell(value: Any, lo: Any, hi: Any, n: Any, *, fmt: str = "{:+.2f}",
-          signed_test: bool = True, sig: bool | None = None, extra: str = "") -> str:
-    """A statistic with its CI and n; significant cells are marked (MD: the CI
-    excludes 0; JSD: `sig`, its permutation test); thin cells are greyed."""
-    v, a, b = nullable(value), nullable(lo), nullable(hi)
-    if v is None:
-        return '<td class="na">n/a</td>'
-    if sig is None:
-        sig = signed_test and significant(a, b, int(n))
-    ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else " [n/a]"
-    lo_s, hi_s = ("nan", "nan") if a is None or b is None else (repr(a), repr(b))
-    attrs = f'data-value="{v!r}" data-lo="{lo_s}" data-hi="{hi_s}" data-n="{int(n)}"'
-    classes = [c for c in (extra, "sig" if sig else "", "thin" if int(n) < MIN_CELL_N else "")
-               if c]
-    cls = f' class="{" ".join(classes)}"' if classes else ""
-    return (f"<td {attrs}{cls}>{fmt.format(v)}{'*' if sig else ''}<small>{ci} n={int(n)}"
-            "</small></td>")
-
-
-def _png(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
-
-
-def _numbers(table: str, what: str = "the numbers") -> str:
-    return f"<details><summary>{what}</summary>{table}</details>"
-
-
-def _esc(x: Any) -> str:
-    return html.escape(str(x))
-
-
-def _bidi(text: str) -> str:
-    """Text in the asked language, isolated so that an Arabic name keeps its own
-    direction inside a left-to-right table (and does not reorder what follows)."""
-    return f'<bdi dir="auto">{html.escape(text)}</bdi>'
-
-
 def _languages(rep: EndpointReport) -> str:
-    return " · ".join(f'{html.escape(code)} {_bidi(rep.language_names.get(code, code))}'
+    return " · ".join(f'{html.escape(code)} {hp.bidi(rep.language_names.get(code, code))}'
                       for code in rep.languages)
 
 
@@ -94,8 +51,8 @@ def _coverage(rep: EndpointReport) -> str:
             + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"]
     for r in rep.coverage.to_dict("records"):
         low = ' class="na"' if r["scored"] < r["asked"] else ""
-        rows.append(f'<tr data-language="{_esc(r["language"])}"><td class="l">'
-                    f'{_esc(r["language"])}</td>'
+        rows.append(f'<tr data-language="{hp.esc(r["language"])}"><td class="l">'
+                    f'{hp.esc(r["language"])}</td>'
                     + "".join(f"<td{low if c == 'scored' else ''}>{int(r[c])}</td>"
                               for c in cols) + "</tr>")
     return "\n".join([*rows, "</table>"])
@@ -110,25 +67,25 @@ def _forest_table(rep: EndpointReport) -> str:
             "<th>MD (these runs)</th><th>MD (baseline)</th><th>DiD</th></tr>"]
     for r in sorted(md.to_dict("records"), key=lambda r: country_key(r["country"])):
         b = base.get(r["country"])
-        rows.append(f'<tr data-country="{_esc(r["country"])}"><td class="l">'
-                    f'{_esc(r["country"])}</td><td class="l">{_esc(r["language"])}</td>'
-                    + _cell(r["md"], r["ci_lower"], r["ci_upper"], r["n"])
-                    + (_cell(b["md"], b["ci_lower"], b["ci_upper"], b["n"]) if b else
+        rows.append(f'<tr data-country="{hp.esc(r["country"])}"><td class="l">'
+                    f'{hp.esc(r["country"])}</td><td class="l">{hp.esc(r["language"])}</td>'
+                    + hp.cell(r["md"], r["ci_lower"], r["ci_upper"], r["n"])
+                    + (hp.cell(b["md"], b["ci_lower"], b["ci_upper"], b["n"]) if b else
                        '<td class="na">n/a</td>')
-                    + _cell(r["did"], r["did_ci_lower"], r["did_ci_upper"], r["n"]) + "</tr>")
+                    + hp.cell(r["did"], r["did_ci_lower"], r["did_ci_upper"], r["n"]) + "</tr>")
     return "\n".join([*rows, "</table>"])
 
 
 def _deviation_table(rep: EndpointReport) -> str:
     dev = rep.deviation
-    head = "".join(f"<th>{_esc(c)}</th>" for c in rep.languages)
+    head = "".join(f"<th>{hp.esc(c)}</th>" for c in rep.languages)
     rows = [f'<table class="deviation"><tr><th class="l">option country</th>{head}</tr>']
     for country in sorted(set(dev["country"]), key=country_key):
         sub = dev[dev["country"] == country].set_index("language")
-        cells = [_cell(*sub.loc[lang, ["mean", "ci_lower", "ci_upper", "n"]],
+        cells = [hp.cell(*sub.loc[lang, ["mean", "ci_lower", "ci_upper", "n"]],
                        extra="own" if sub.loc[lang, "local_language"] == lang else "")
                  if lang in sub.index else '<td class="na">n/a</td>' for lang in rep.languages]
-        rows.append(f'<tr data-country="{_esc(country)}"><td class="l">{_esc(country)}</td>'
+        rows.append(f'<tr data-country="{hp.esc(country)}"><td class="l">{hp.esc(country)}</td>'
                     f'{"".join(cells)}</tr>')
     return "\n".join([*rows, "</table>"])
 
@@ -136,13 +93,13 @@ def _deviation_table(rep: EndpointReport) -> str:
 def _trend_table(rep: EndpointReport) -> str:
     hist = rep.history
     countries = sorted(set(hist["country"]), key=country_key)
-    head = "".join(f"<th>{_esc(c)}</th>" for c in countries)
+    head = "".join(f"<th>{hp.esc(c)}</th>" for c in countries)
     rows = [f'<table class="trend"><tr><th class="l">run</th>{head}</tr>']
     for run_id, h in hist.groupby("run_id", sort=False):
         by = h.set_index("country")
-        cells = [_cell(*by.loc[c, ["md", "ci_lower", "ci_upper", "n"]]) if c in by.index
+        cells = [hp.cell(*by.loc[c, ["md", "ci_lower", "ci_upper", "n"]]) if c in by.index
                  else '<td class="na">n/a</td>' for c in countries]
-        rows.append(f'<tr data-run="{_esc(run_id)}"><td class="l">{_esc(run_id)}</td>'
+        rows.append(f'<tr data-run="{hp.esc(run_id)}"><td class="l">{hp.esc(run_id)}</td>'
                     f'{"".join(cells)}</tr>')
     return "\n".join([*rows, "</table>"])
 
@@ -155,7 +112,7 @@ def _jsd_tables(rep: EndpointReport) -> str:
     for scen in [s for s in [*sorted(set(rep.jsd["scenario"]) - {"all"}), "all"]
                  if s in set(rep.jsd["scenario"])]:
         rows = rep.jsd[rep.jsd["scenario"] == scen].set_index("language")
-        cells = [_cell(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"], rows.at[c, "ci_upper"],
+        cells = [hp.cell(rows.at[c, "jsd_bits"], rows.at[c, "ci_lower"], rows.at[c, "ci_upper"],
                        rows.at[c, "n"], fmt="{:.3f}",
                        sig=jsd_star(rows.at[c, "p_value"], rows.at[c, "n"]))
                  if c in rows.index else '<td class="na">n/a</td>' for c in cols]
@@ -197,7 +154,7 @@ def _md_tables(rep: EndpointReport) -> str:
                     continue
                 r = hit.iloc[0]
                 lang = str(r["language"])
-                cells.append(_cell(r["md"], r["ci_lower"], r["ci_upper"], r["n"]))
+                cells.append(hp.cell(r["md"], r["ci_lower"], r["ci_upper"], r["n"]))
             rows.append(f'<tr data-country="{html.escape(country)}"><td class="l">'
                         f'{html.escape(country)}</td><td class="l">{html.escape(lang)}</td>'
                         f'{"".join(cells)}</tr>')
@@ -213,98 +170,15 @@ def _detail_note(rep: EndpointReport) -> str:
     return (f'<p class="note" data-pooled="{len(ids)}">One run is too thin for these tables '
             f"(most cells under {MIN_CELL_N} triplets), so they pool the {len(ids)} comparable "
             f"runs up to it (same catalog, setup, model and languages): "
-            f"<small>{', '.join(_esc(i) for i in ids)}</small>. Greyed cells still hold fewer "
+            f"<small>{', '.join(hp.esc(i) for i in ids)}</small>. Greyed cells still hold fewer "
             f"than {MIN_CELL_N} triplets and are never marked.</p>")
-
-
-def _weakness(rep: EndpointReport) -> str:
-    if rep.weakness.empty:
-        return f'<p class="note empty">No weakness shares: {_esc(rep.weakness_note)}.</p>'
-    rows = ['<table class="weakness"><tr><th class="l">country</th><th class="l">language</th>'
-            "<th>share, local language</th><th>share, other languages</th>"
-            "<th>local - other</th></tr>"]
-    for r in rep.weakness.to_dict("records"):
-        rows.append(
-            f'<tr data-country="{html.escape(r["country"])}"><td class="l">'
-            f'{html.escape(r["country"])}</td><td class="l">{html.escape(r["language"])}</td>'
-            + _cell(r["share_local"], r["local_lower"], r["local_upper"], r["n"],
-                    fmt="{:.3f}", signed_test=False)
-            + _cell(r["share_foreign"], r["foreign_lower"], r["foreign_upper"], r["n"],
-                    fmt="{:.3f}", signed_test=False)
-            + _cell(r["diff"], r["diff_lower"], r["diff_upper"], r["n"], fmt="{:+.3f}")
-            + "</tr>")
-    return "\n".join([*rows, "</table>",
-                      '<p class="note">A share lower in the local language than in the others '
-                      "means the model plays down the option's drawbacks when asked in the "
-                      "option's own language.</p>"])
-
-
-def _alerts(rep: EndpointReport) -> str:
-    if not rep.alerts:
-        return '<p class="note">No alert state changes in this window.</p>'
-    base = ({} if rep.baseline_md is None or rep.baseline_md.empty else
-            {(r["scenario"], r["country"]): r for r in rep.baseline_md.to_dict("records")})
-    rows = ['<table class="alerts"><tr><th class="l">time</th><th class="l">run</th>'
-            '<th class="l">cell</th><th class="l">change</th><th>MD of the run</th>'
-            '<th>baseline MD</th><th>z</th><th class="l">reason</th></tr>']
-    for a in rep.alerts:
-        st = rep.alert_md.get((a.run_id.split("-topup-", 1)[0], a.scenario, a.country))
-        now = (_cell(st.value, st.ci_lower, st.ci_upper, st.n or 0) if st is not None else
-               '<td class="na">-</td>')
-        b = base.get((a.scenario, a.country))
-        was = (_cell(b["md"], b["ci_lower"], b["ci_upper"], b["n"]) if b is not None else
-               '<td class="na">-</td>')
-        z = nullable(a.z)
-        rows.append(f'<tr data-run="{_esc(a.run_id)}"><td class="l">{_esc(str(a.event_at)[:16])}'
-                    f'</td><td class="l"><small>{_esc(a.run_id)}</small></td><td class="l">'
-                    f'{_esc(a.scenario)} / {_esc(a.country)}</td><td class="l">'
-                    f'{_esc(a.from_state)} &rarr; {_esc(a.to_state)}</td>{now}{was}'
-                    + (f"<td>{z:+.2f}</td>" if z is not None else '<td class="na">-</td>')
-                    + f'<td class="l">{_esc(a.reason or "")}</td></tr>')
-    return "\n".join([*rows, "</table>"])
-
-
-def _movers(rep: EndpointReport) -> str:
-    if rep.baseline is None:
-        return ('<p class="note">No baseline yet, so nothing to compare with: set one with '
-                "<code>monitor baseline set --latest</code>.</p>")
-    if not rep.movers:
-        return '<p class="note">These runs are the baseline itself: nothing moved.</p>'
-    rows = ['<table class="movers"><tr><th class="l">option</th><th class="l">scenario</th>'
-            '<th class="l">asked in</th><th>baseline</th><th>now</th>'
-            '<th class="l">a baseline answer</th><th class="l">an answer now</th></tr>']
-    for m in rep.movers:
-        local = (f"<br>{_bidi(m.name_local)}" if m.name_local != m.name_en else "")
-        rows.append(
-            f'<tr><td class="l">{html.escape(m.name_en)}{local}<br>'
-            f'<small>{html.escape(m.country)}</small></td>'
-            f'<td class="l">{html.escape(m.scenario)}</td>'
-            f'<td class="l">{html.escape(m.language)}</td><td>{m.old:.2f} <small>mean of '
-            f'n={m.n_old}</small></td><td>{m.new:.2f} <small>mean of n={m.n_new}</small></td>'
-            f'<td class="l"><pre dir="auto">{html.escape(m.text_old)}</pre></td>'
-            f'<td class="l"><pre dir="auto">{html.escape(m.text_new)}</pre></td></tr>')
-    return "\n".join([*rows, "</table>"])
-
-
-def _examples(rep: EndpointReport) -> str:
-    if not rep.examples:
-        return ""
-    items = "".join(f'<h4>{_esc(e.status)}, asked in {_esc(e.language)}'
-                    f'{": " + _esc(e.detail) if e.detail else ""}</h4>'
-                    f'<pre dir="auto">{_esc(e.text)}</pre>' for e in rep.examples)
-    return (f'<div class="examples"><h3>Answers as they came (none could be read)</h3>{items}'
-            '<p class="note">The parser reads the JSON block the prompt asks for and the usual '
-            "ways assistants write scores (docs/contract.md, \"Reading answers\"). A model that "
-            "writes neither can be asked with a response schema: set "
-            "<code>answer_format: json_schema</code> (or <code>auto</code>) on the endpoint "
-            "and run again.</p></div>")
 
 
 def _figure(title: str, img: Path | None, numbers: str, note: str) -> str:
     if img is None:
         return (f'<div class="fig"><h3>{title}</h3><p class="note">{note}</p></div>')
-    return (f'<div class="fig"><h3>{title}</h3>{_png(img)}<p class="note">{note}</p>'
-            f"{_numbers(numbers)}</div>")
+    return (f'<div class="fig"><h3>{title}</h3>{hp.png(img)}<p class="note">{note}</p>'
+            f"{hp.numbers(numbers)}</div>")
 
 
 def _section(rep: EndpointReport, out: Path) -> str:
@@ -317,19 +191,19 @@ def _section(rep: EndpointReport, out: Path) -> str:
     base = ("none yet" if rep.baseline is None else
             f"{len(rep.baseline.run_ids)} run(s), set {str(rep.baseline.set_at)[:16]}")
     # The sentences are the monitor's own; `x` in them is a command or key to type.
-    sentences = "".join("<p>" + _CODE.sub(r"<code>\1</code>", _esc(s)) + "</p>"
+    sentences = "".join("<p>" + hp.CODE.sub(r"<code>\1</code>", hp.esc(s)) + "</p>"
                         for s in head.sentences)
     scored = rep.scored > 0
-    body = [f"""<section class="endpoint" data-endpoint="{_esc(rep.endpoint)}"
+    body = [f"""<section class="endpoint" data-endpoint="{hp.esc(rep.endpoint)}"
  data-status="{head.status}">
-<h2>{_esc(rep.endpoint)} <small>{_esc(rep.model)}</small>
-<span class="badge s-{head.status}">{_esc(head.label)}</span></h2>{sim}
+<h2>{hp.esc(rep.endpoint)} <small>{hp.esc(rep.model)}</small>
+<span class="badge s-{head.status}">{hp.esc(head.label)}</span></h2>{sim}
 <div class="top"><div class="headline">{sentences}</div>
 <div><h4>Calls per language</h4>{_coverage(rep)}</div></div>
-<p class="note">Covers {_esc(rep.window)}; catalog {_esc(rep.runs[-1].catalog_version)};
-baseline: {_esc(base)}. Asked in <span class="langs">{_languages(rep)}</span>.
+<p class="note">Covers {hp.esc(rep.window)}; catalog {hp.esc(rep.runs[-1].catalog_version)};
+baseline: {hp.esc(base)}. Asked in <span class="langs">{_languages(rep)}</span>.
 Marked * (shaded): a 95% CI that excludes 0 and n >= {MIN_CELL_N} triplets; greyed: fewer.</p>
-{_examples(rep)}"""]
+{hp.examples(rep)}"""]
     if scored:
         body.append('<div class="figs">' + _figure(
             "MD per country", figs.forest, _forest_table(rep),
@@ -351,11 +225,11 @@ Marked * (shaded): a 95% CI that excludes 0 and n >= {MIN_CELL_N} triplets; grey
                             "score distribution, pooled scenarios, with its bootstrap 95% CI; "
                             "red *: permutation p < 0.05."))
         body.append(f"<h3>MD by scenario and variant</h3>{_detail_note(rep)}"
-                    + _numbers(_md_tables(rep), "the tables (country x variant, per scenario)"))
+                    + hp.numbers(_md_tables(rep), "the tables (country x variant, per scenario)"))
     body.append(f"<h3>Reasoning structure: share of weaknesses among the points listed for a "
-                f"country's options</h3>{_weakness(rep)}")
-    body.append(f"<h3>Probes that moved most against the baseline</h3>{_movers(rep)}")
-    body.append(f"<h3>Alert history (up to this run)</h3>{_alerts(rep)}</section>")
+                f"country's options</h3>{hp.weakness(rep)}")
+    body.append(f"<h3>Probes that moved most against the baseline</h3>{hp.movers(rep)}")
+    body.append(f"<h3>Alert history (up to this run)</h3>{hp.alerts(rep)}</section>")
     return "\n".join(body)
 
 
