@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import random
 import re
@@ -46,7 +47,22 @@ from monitor.measure.simulated import SimParams
 from monitor.measure.simulated import answer as simulated_answer
 from monitor.vocab import AnswerFormat
 
-__all__ = ["CallResult", "ChatClient", "LLMClient"]
+__all__ = ["ON_WIRE", "CallResult", "ChatClient", "LLMClient", "Wire"]
+
+
+class Wire:
+    """Whether a call's request is out (set by the client while an attempt holds its
+    rate-limit token): on a signal, a run waits for these, which are paid for, and
+    cancels the calls still queued for a token or sleeping before a retry at once."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+
+#: The Wire of the call the current task makes (each call is its own task).
+ON_WIRE: contextvars.ContextVar[Wire | None] = contextvars.ContextVar("on_wire", default=None)
 
 # Per-call logging and callbacks cost CPU and could leak prompts to logs.
 litellm.suppress_debug_info = True
@@ -194,9 +210,16 @@ class LLMClient:
             try:
                 async with self.limiter:
                     t0 = self._clock()
-                    # asyncio.timeout, not wait_for: no extra task per call.
-                    async with asyncio.timeout(ep.timeout_s + 5):
-                        response = await self._call(messages, language, fmt)
+                    wire = ON_WIRE.get()
+                    if wire is not None:
+                        wire.on = True
+                    try:
+                        # asyncio.timeout, not wait_for: no extra task per call.
+                        async with asyncio.timeout(ep.timeout_s + 5):
+                            response = await self._call(messages, language, fmt)
+                    finally:
+                        if wire is not None:
+                            wire.on = False
                     latency = self._clock() - t0
                 return self._result(response, latency, attempt,
                                     AnswerFormat.JSON_SCHEMA if fmt else AnswerFormat.TEXT)

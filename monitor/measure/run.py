@@ -30,7 +30,7 @@ from monitor.config import Endpoint, Settings, Setup, setup_for
 from monitor.errors import StoreError, UsageError
 from monitor.measure.assistant import answer_schema, apply_setup
 from monitor.measure.budget import CostGuard
-from monitor.measure.llm import CallResult, ChatClient, LLMClient
+from monitor.measure.llm import ON_WIRE, CallResult, ChatClient, LLMClient, Wire
 from monitor.measure.parse import parse_answer
 from monitor.measure.progress import Progress
 from monitor.measure.prompts import build_prompt
@@ -214,8 +214,9 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
     schemas = ({cot: answer_schema(list(LABELS), cot=cot) for cot in (False, True)}
                if setup.answer_format != AnswerFormat.TEXT else None)
 
-    async def one(spec: ProbeSpec, lang: str) -> None:
+    async def one(spec: ProbeSpec, lang: str, wire: Wire) -> None:
         nonlocal not_asked
+        ON_WIRE.set(wire)  # this task's own context: the client marks the request out
         async with slots:
             if stopping or writer.failure is not None or not await guard.admit():
                 not_asked += 1
@@ -240,7 +241,9 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
         await writer.queue.put(None)
         await writing
 
-    tasks = [asyncio.ensure_future(one(spec, lang)) for spec, lang in todo]
+    wires = [Wire() for _ in todo]
+    tasks = [asyncio.ensure_future(one(spec, lang, w))
+             for (spec, lang), w in zip(todo, wires, strict=True)]
     try:
         # wait, not gather: a cancelled gather would cancel the calls on the wire too.
         if tasks:
@@ -251,7 +254,9 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
         # Ctrl-C, SIGTERM or a crash of this process: keep what arrived (and what
         # is on its way), and leave the run resumable with --resume.
         stopping = True
-        flying = [t for t in tasks if not t.done()]
+        # Only requests already out are paid for and worth their answer; a call still
+        # queued for a slot or an rpm token, or waiting to retry, is not asked.
+        flying = [t for t, w in zip(tasks, wires, strict=True) if not t.done() and w.on]
         if flying and isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
             msg = (f"stopping: no new call; the calls in flight are awaited for up to "
                    f"{DRAIN_S:g} s")

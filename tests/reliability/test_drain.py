@@ -1,0 +1,60 @@
+"""On a signal a run waits only for the requests already out (they are paid for), not
+for calls still queued for an rpm token: under a tight rpm a SIGTERM used to take
+DRAIN_S (10 s) and then some, past Docker's default 10 s before SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from monitor.catalog import Catalog
+from monitor.config import load_settings
+from monitor.measure import run as run_mod
+from monitor.measure.run import run_endpoint
+from monitor.store import Store
+from tests.support.helpers import openai_endpoint, write_config
+from tests.support.openai import Reply, Request, options_in, serve
+from tests.support.process import Gate
+
+
+def _answer(req: Request) -> Reply:
+    block = {lab: {"score": 5 + i} for i, lab in enumerate(options_in(req.user))}
+    return Reply(json.dumps(block))
+
+
+def test_a_signal_waits_for_requests_out_not_for_calls_queued_for_a_token(
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Were the queued calls awaited, this long drain would let them get their rpm
+    # tokens (one a minute here) and reach the server: the count below would grow.
+    monkeypatch.setattr(run_mod, "DRAIN_S", 3600.0)
+    gate = Gate(0, _answer)  # every request is held until released: certainly out
+    with serve(gate) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=8,
+                                                      rpm=1, max_retries=0)],
+                           sampling={"triplets_per_run": 4})
+        settings, _ = load_settings(cfg)
+        store = Store(settings.storage.path)
+
+        async def main() -> int:
+            task = asyncio.ensure_future(run_endpoint(settings, shipped_catalog, store,
+                                                      settings.endpoints[0]))
+            deadline = time.monotonic() + 60
+            while not server.requests:  # a state: the first request is out and held
+                assert time.monotonic() < deadline, "no request reached the server"
+                await asyncio.sleep(0.02)
+            out = len(server.requests)
+            task.cancel()  # what SIGTERM does to a run (monitor.commands.probe.terminable)
+            gate.released.set()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 45)  # a guard only: a regression hangs ~60 s
+            return out
+
+        out = asyncio.run(main())
+        assert len(server.requests) == out == 1  # no queued call was asked after the signal
+    [run] = store.runs()
+    assert run.status == "interrupted"
+    assert len(store.calls_frame([run.run_id])) == out  # the request that was out is kept
