@@ -31,40 +31,6 @@ def _daemon(tmp_path: Path, catalog: Catalog, params: dict[str, Any],
     return daemon, settings, store
 
 
-@pytest.mark.slow
-def test_fifty_runs_without_change_raise_no_alert(
-        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
-    with serve_slack() as slack:
-        monkeypatch.setenv("TEST_SLACK_URL", slack.url())
-        daemon, _, store = _daemon(
-            # Biases below the absolute threshold (MD = 5b/6 < 0.5): only drift could page.
-            tmp_path, shipped_catalog, {"bias_points": {"CN": 0.4, "KR": 0.3}, "noise_sd": 1.0,
-                                        "seed": 7},
-            # A 20-run baseline: with 10 (the default) its own estimation error makes
-            # the CUSUM drift on noise about once per 100 runs (docs: statistics).
-            sampling={"triplets_per_run": 40}, baseline={"auto_min_triplets": 800},
-            alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
-
-        async def many() -> None:
-            for seed in range(70):
-                # A new answer seed per run: same model, fresh noise.
-                daemon.client_factory = lambda ep, s=seed: DirectSimClient(  # type: ignore
-                    {**ep.params, "seed": s}, shipped_catalog.root)
-                await daemon.run_job("sim")
-
-        asyncio.run(many())
-        assert store.baseline("sim") is not None
-        compared = rows(store.path, "SELECT count(*) FROM alert_state WHERE scenario = 'all'")
-        # Paging cells are the pooled ones (scenario "all"); per-scenario cells only
-        # colour the dashboard.
-        firing = rows(store.path, "SELECT count(*) FROM alert_events WHERE to_state = 'firing' "
-                             "AND scenario = 'all'")
-        assert [r.status for r in store.runs("sim")].count("complete") == 70
-        assert firing[0][0] == 0
-        assert compared[0][0] >= 9  # every pooled country cell was tested
-        assert slack.requests == []
-
-
 def test_slack_outage_keeps_the_alert_and_delivers_it_once_back(
         tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     script = [Answer(500), Answer(429, headers={"Retry-After": "0"}), Answer(200)]
