@@ -52,8 +52,8 @@ from monitor.store import Store
 from monitor.watch.plan import (
     RUNS,
     TopupParams,
-    _base_runs,
     cell_shares,
+    cell_sizes,
     evaluate_topup,
     simulate_topup,
 )
@@ -98,8 +98,8 @@ def long_part(cat: Catalog) -> dict[str, Any]:
     cells = cell_shares(cat, s.sampling.scenarios, s.sampling.languages)
     out = {}
     for profile, sd in PROFILES.items():
-        n = np.array([max(1, round(40 * x)) for x in cells.shares])
-        base = n * _base_runs(40, None, 1919)
+        n = np.array(cell_sizes(40, cells))
+        base = n * 1919 / 40  # a calibration baseline of one rotation cycle
         kw: dict[str, Any] = {"h": s.thresholds.cusum_h, "tp": tp, "base_triplets": base,
                               "drift_points": 0.5, "min_runs_firing": s.alerts.min_runs_firing,
                               "runs": 200, "reps": 400}

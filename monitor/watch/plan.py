@@ -30,8 +30,8 @@ from monitor.watch import topup
 from monitor.watch.drift import advance, variance
 
 __all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "TopupParams", "TopupSim", "cell_shares",
-           "evaluate", "evaluate_topup", "make_plan", "one_shot_n", "plan_topup", "sd_from_md",
-           "simulate", "simulate_topup"]
+           "cell_sizes", "evaluate", "evaluate_topup", "make_plan", "one_shot_n", "plan_topup",
+           "sd_from_md", "simulate", "simulate_topup"]
 
 H_GRID = np.arange(0.5, 16.01, 0.5)
 N_GRID = (10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 150, 180, 200, 250, 300, 350, 400, 500,
@@ -68,6 +68,23 @@ def sd_from_md(md: Sequence[MDRow]) -> float:
         dof > 0) else math.nan
 
 
+def _baselines(rng: np.random.Generator, n: np.ndarray, nb: np.ndarray,
+               shape: tuple[int, int], sd: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One baseline per rep with its estimation error, for runs of n per cell against
+    nb baseline triplets: (compared cells, baseline MD, its SE, a run's variance v)."""
+    valid = np.broadcast_to((n >= 1) & (nb >= MIN_CELL_N), shape)
+    md_b = rng.standard_normal(shape) * sd / np.sqrt(nb)
+    se_b = sd * np.sqrt(rng.chisquare(np.maximum(nb - 1, 1), shape) / np.maximum(nb - 1, 1)
+                        / nb)
+    return valid, md_b, se_b, variance(se_b, nb, n)
+
+
+def cell_sizes(n_run: int, cells: Cells) -> list[int]:
+    """A run's expected triplets per country cell (at least 1)."""
+    return [max(1, round(n_run * s)) for s in cells.shares]
+
+
 def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, base_runs: float,
              drift_points: float, min_runs_firing: int, runs: int = RUNS, reps: int = REPS,
              shift_at: int = 0, seed: int = SEED) -> np.ndarray:
@@ -78,11 +95,7 @@ def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, bas
     rng = np.random.default_rng(seed)
     n = np.asarray(n_cell, float)[None, :]
     nb, shape = n * base_runs, (reps, n.shape[1])
-    valid = np.broadcast_to((n >= 1) & (nb >= MIN_CELL_N), shape)
-    md_b = rng.standard_normal(shape) * sd / np.sqrt(nb)
-    se_b = sd * np.sqrt(rng.chisquare(np.maximum(nb - 1, 1), shape) / np.maximum(nb - 1, 1)
-                        / nb)
-    var = variance(se_b, nb, n)
+    valid, md_b, _, var = _baselines(rng, n, nb, shape, sd)
     h = np.asarray(hs, float)[:, None, None]
     s_plus, s_minus, alarm_runs = (np.zeros((len(hs), *shape)) for _ in range(3))
     state = np.zeros((len(hs), *shape), np.int8)  # 0 ok, 1 pending, 2 firing
@@ -127,11 +140,7 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
     n = np.asarray(n_cell, float)[None, :]
     nb = np.broadcast_to(np.asarray(base_triplets, float)[None, :], n.shape)
     shape = (reps, n.shape[1])
-    valid = np.broadcast_to((n >= 1) & (nb >= MIN_CELL_N), shape)
-    md_b = rng.standard_normal(shape) * sd / np.sqrt(nb)
-    se_b = sd * np.sqrt(rng.chisquare(np.maximum(nb - 1, 1), shape) / np.maximum(nb - 1, 1)
-                        / nb)
-    var = variance(se_b, nb, n)
+    valid, md_b, se_b, var = _baselines(rng, n, nb, shape, sd)
     s_plus, s_minus, alarm_runs = (np.zeros(shape) for _ in range(3))
     state = np.zeros(shape, np.int8)
     fired = np.zeros((reps, runs, n.shape[1]), bool)
@@ -176,7 +185,7 @@ def evaluate_topup(n_run: int, cells: Cells, sd: float, delta: float, within: in
     over baselines and their spread), P(detect delta within `within` runs) in the
     worst cell and over cells, and the triplets asked per run (each in every language):
     the mean with no shift, the mean while a shift is being confirmed, the largest."""
-    n = np.array([max(1, round(n_run * s)) for s in cells.shares])
+    n = np.array(cell_sizes(n_run, cells))
     base = n * _base_runs(n_run, auto, baseline_triplets)
     null = simulate_topup(n, sd, shift=0.0, h=h, tp=tp, base_triplets=base,
                           drift_points=drift_points, min_runs_firing=min_runs_firing, reps=reps)
@@ -229,7 +238,7 @@ def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float
              ) -> tuple[float | None, float | None, float | None]:
     """(h, false pages per 100 runs at h, P(detect delta) in the worst cell) at size n_run,
     against a baseline of `baseline_triplets` (None: the daemon's automatic baseline)."""
-    n = np.array([max(1, round(n_run * s)) for s in cells.shares])
+    n = np.array(cell_sizes(n_run, cells))
     base_runs = _base_runs(n_run, auto, baseline_triplets)
     fire = simulate(n, sd, shift=0.0, hs=hs, base_runs=base_runs, drift_points=drift_points,
                     min_runs_firing=min_runs_firing)
@@ -275,7 +284,7 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
                 "smallest_cell": None, "cusum": None, "expected": None}
     n_run, h, fa, p = best
     b = _base_runs(n_run, auto_min_triplets, baseline_triplets)
-    n = [max(1, round(n_run * s)) for s in cells.shares]
+    n = cell_sizes(n_run, cells)
     gains = [_gain(drift_points, sd, c, b) for c in n]
     return {"reachable": True, "triplets_per_run": n_run,
             "triplets_per_cell": dict(zip(cells.names, n, strict=True)),
