@@ -35,7 +35,7 @@ from monitor.measure import ChatClient, RunOptions, RunResult, run_endpoint
 from monitor.measure.run import make_client
 from monitor.measure.sampling import Sampler
 from monitor.stats import MDRow, jsd_of
-from monitor.store import Baseline, RunRow, StatRow, Store
+from monitor.store import Baseline, RunRow, StatRow, Store, Usage
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import Evaluation, evaluate
 from monitor.watch.evaluate import suspects
@@ -177,8 +177,7 @@ class Daemon:
         """Whether today's budget leaves room for a batch of top-up, and the dollars it
         leaves (None: no dollar cap)."""
         b = self.settings.budget
-        day = self.clock().replace(hour=0, minute=0, second=0, microsecond=0)
-        use = self.store.usage(endpoint.name, since=day)
+        use = self._today(endpoint)
         batch = self.settings.topup.batch_triplets * languages
         if b.max_probes_per_day is not None and b.max_probes_per_day - use.calls < batch:
             return False, None
@@ -268,11 +267,15 @@ class Daemon:
                                r.ci_upper, r.n, None, extra))
         return out
 
+    def _today(self, endpoint: Endpoint) -> Usage:
+        """The endpoint's calls and cost since midnight UTC (the budget's day)."""
+        day = self.clock().replace(hour=0, minute=0, second=0, microsecond=0)
+        return self.store.usage(endpoint.name, since=day)
+
     def _budget(self, endpoint: Endpoint) -> RunOptions | None:
         """The run's options within today's budget; None when it is spent."""
         b = self.settings.budget
-        day = self.clock().replace(hour=0, minute=0, second=0, microsecond=0)
-        use = self.store.usage(endpoint.name, since=day)
+        use = self._today(endpoint)
         calls, usd = use.calls, use.cost_usd
         langs = len(self.settings.sampling.languages)
         triplets = self.settings.sampling.triplets_per_run
