@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from monitor.stats import jsd_significant, nullable
+from monitor.stats import MIN_CELL_N, jsd_significant, nullable, significant
 from monitor.store import RunRow, Store
 from monitor.vocab import POOLED, CallStatus, RunStatus, Variant
 
-__all__ = ["VARIANT_TITLES", "country_key", "jsd_star", "slug", "unreadable"]
+__all__ = ["VARIANT_TITLES", "Stat", "country_key", "jsd_star", "slug", "stat", "unreadable"]
+
+
+class Stat(NamedTuple):
+    """A statistic as a report cell shows it: the value, its CI (None: no interval) and
+    n, whether it is significant by the one rule, and whether it is under the minimum n."""
+
+    value: float
+    lo: float | None
+    hi: float | None
+    n: int
+    sig: bool
+    thin: bool
+
+    def ci(self, fmt: str, missing: str) -> str:
+        return (f" [{fmt.format(self.lo)}, {fmt.format(self.hi)}]"
+                if self.lo is not None and self.hi is not None else missing)
+
+
+def stat(value: Any, lo: Any, hi: Any, n: Any, *, test: bool = True,
+         sig: bool | None = None) -> Stat | None:
+    """None when there is no value. `sig`: a significance the caller decided (JSD: its
+    permutation test); else MD's rule (the CI excludes 0 and n >= MIN_CELL_N) if `test`."""
+    v, a, b = nullable(value), nullable(lo), nullable(hi)
+    if v is None:
+        return None
+    if sig is None:
+        sig = test and significant(a, b, int(n))
+    return Stat(v, a, b, int(n), bool(sig), int(n) < MIN_CELL_N)
 
 
 def unreadable(store: Store, runs: list[RunRow]) -> set[str]:

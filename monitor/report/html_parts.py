@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor.report.build import EndpointReport
-from monitor.stats import MIN_CELL_N, nullable, significant
+from monitor.report.common import stat
+from monitor.stats import nullable
 
 __all__ = ["CODE", "alerts", "bidi", "cell", "esc", "examples", "movers", "numbers", "png",
            "weakness"]
@@ -21,22 +22,19 @@ CODE = re.compile(r"`([^`]+)`")
 
 
 def cell(value: Any, lo: Any, hi: Any, n: Any, *, fmt: str = "{:+.2f}",
-          signed_test: bool = True, sig: bool | None = None, extra: str = "") -> str:
+         signed_test: bool = True, sig: bool | None = None, extra: str = "") -> str:
     """A statistic with its CI and n; significant cells are marked (MD: the CI
     excludes 0; JSD: `sig`, its permutation test); thin cells are greyed."""
-    v, a, b = nullable(value), nullable(lo), nullable(hi)
-    if v is None:
+    st = stat(value, lo, hi, n, test=signed_test, sig=sig)
+    if st is None:
         return '<td class="na">n/a</td>'
-    if sig is None:
-        sig = signed_test and significant(a, b, int(n))
-    ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else " [n/a]"
-    lo_s, hi_s = ("nan", "nan") if a is None or b is None else (repr(a), repr(b))
-    attrs = f'data-value="{v!r}" data-lo="{lo_s}" data-hi="{hi_s}" data-n="{int(n)}"'
-    classes = [c for c in (extra, "sig" if sig else "", "thin" if int(n) < MIN_CELL_N else "")
-               if c]
+    lo_s, hi_s = (("nan", "nan") if st.lo is None or st.hi is None
+                  else (repr(st.lo), repr(st.hi)))
+    attrs = f'data-value="{st.value!r}" data-lo="{lo_s}" data-hi="{hi_s}" data-n="{st.n}"'
+    classes = [c for c in (extra, "sig" if st.sig else "", "thin" if st.thin else "") if c]
     cls = f' class="{" ".join(classes)}"' if classes else ""
-    return (f"<td {attrs}{cls}>{fmt.format(v)}{'*' if sig else ''}<small>{ci} n={int(n)}"
-            "</small></td>")
+    return (f"<td {attrs}{cls}>{fmt.format(st.value)}{'*' if st.sig else ''}<small>"
+            f"{st.ci(fmt, ' [n/a]')} n={st.n}</small></td>")
 
 
 def png(path: Path) -> str:

@@ -12,8 +12,8 @@ import html
 from typing import Any
 
 from monitor.report.build import EndpointReport
-from monitor.report.common import VARIANT_TITLES, country_key, jsd_star
-from monitor.stats import MIN_CELL_N, nullable, significant
+from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, stat
+from monitor.stats import MIN_CELL_N
 from monitor.vocab import POOLED
 
 __all__ = ["render_markdown"]
@@ -29,16 +29,13 @@ def _md_cell(text: Any) -> str:
 def _md_stat(value: Any, lo: Any, hi: Any, n: Any, fmt: str = "{:+.2f}",
              test: bool = True, sig: bool | None = None) -> str:
     """Value [CI] n; bold when significant, italic when under the minimum n (never bold)."""
-    v, a, b = nullable(value), nullable(lo), nullable(hi)
-    if v is None:
+    st = stat(value, lo, hi, n, test=test, sig=sig)
+    if st is None:
         return "n/a"
-    if sig is None:
-        sig = test and significant(a, b, int(n))
-    ci = f" [{fmt.format(a)}, {fmt.format(b)}]" if a is not None and b is not None else ""
-    text = f"{fmt.format(v)}{ci} n={int(n)}"
-    if int(n) < MIN_CELL_N:
+    text = f"{fmt.format(st.value)}{st.ci(fmt, '')} n={st.n}"
+    if st.thin:
         return f"_{text}_"
-    return f"**{text}**" if sig else text
+    return f"**{text}**" if st.sig else text
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
