@@ -21,7 +21,7 @@ from pathlib import Path
 from monitor.catalog import load_catalog
 from monitor.config import load_settings, parse_since
 from monitor.errors import NoResultsError, UsageError
-from monitor.report import build, render_html, render_markdown, unreadable
+from monitor.report import build, render_html, render_markdown, trend_to, unreadable
 from monitor.store import RunRow, Store
 from monitor.vocab import FINISHED, RunStatus
 
@@ -80,13 +80,8 @@ def report_command(args: argparse.Namespace) -> int:
     chosen = select_runs(store, args, str(settings.storage.path))
     reports = []
     with store.session():
-        for ep, runs in chosen.items():
-            every = sorted((r for r in store.runs(ep) if r.status in FINISHED),
-                           key=lambda r: r.started_at)
-            if args.since:
-                trend = runs
-            else:
-                trend = [r for r in every if r.started_at <= runs[-1].started_at]
+        for runs in chosen.values():
+            trend = runs if args.since else trend_to(store, runs[-1])
             reports.append(build(store, catalog, runs, trend))
     if args.format == "md":
         text = render_markdown(reports)

@@ -18,7 +18,7 @@ from pathlib import Path
 from monitor.catalog import Catalog
 from monitor.config import Settings
 from monitor.daemon import site
-from monitor.report import build, render_html, unreadable
+from monitor.report import build, render_html, trend_to, unreadable
 from monitor.store import CellRecord, RunRow, Store
 from monitor.vocab import FINISHED, POOLED, AlertState, LevelState
 
@@ -87,10 +87,7 @@ class Reporter:
     def _write(self, run: RunRow, out: Path) -> site.Entry:
         store = self.store
         with store.session():  # one connection for the whole report
-            every = sorted((r for r in store.runs(run.endpoint) if r.status in FINISHED),
-                           key=lambda r: r.started_at)
-            trend = [r for r in every if r.started_at <= run.started_at]
-            report = build(store, self.catalog, [run], trend)
+            report = build(store, self.catalog, [run], trend_to(store, run))
             line = verdict(store, run.endpoint)
         render_html([report], out)
         return site.Entry(run.run_id, run.endpoint, run.started_at.isoformat(),

@@ -8,9 +8,9 @@
 """
 
 from monitor.report.build import EndpointReport, Evidence, build, to_json
-from monitor.report.common import unreadable
+from monitor.report.common import trend_to, unreadable
 from monitor.report.html import render_html
 from monitor.report.markdown import render_markdown
 
 __all__ = ["EndpointReport", "Evidence", "build", "render_html", "render_markdown", "to_json",
-           "unreadable"]
+           "trend_to", "unreadable"]

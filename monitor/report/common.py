@@ -6,9 +6,10 @@ from typing import Any, NamedTuple
 
 from monitor.stats import MIN_CELL_N, jsd_significant, nullable, significant
 from monitor.store import RunRow, Store
-from monitor.vocab import POOLED, CallStatus, RunStatus, Variant
+from monitor.vocab import FINISHED, POOLED, CallStatus, RunStatus, Variant
 
-__all__ = ["VARIANT_TITLES", "Stat", "country_key", "jsd_star", "slug", "stat", "unreadable"]
+__all__ = ["VARIANT_TITLES", "Stat", "country_key", "jsd_star", "slug", "stat", "trend_to",
+           "unreadable"]
 
 
 class Stat(NamedTuple):
@@ -66,3 +67,11 @@ def jsd_star(p_value: Any, n: Any) -> bool:
 def slug(endpoint: str) -> str:
     """An endpoint's name as a file name."""
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in endpoint)
+
+
+def trend_to(store: Store, run: RunRow) -> list[RunRow]:
+    """The finished runs of `run`'s endpoint up to it, oldest first: the MD trend its
+    report shows (`monitor report` and the daemon's report alike)."""
+    return sorted((r for r in store.runs(run.endpoint)
+                   if r.status in FINISHED and r.started_at <= run.started_at),
+                  key=lambda r: r.started_at)
