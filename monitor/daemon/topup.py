@@ -49,8 +49,7 @@ async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: 
                   max_cost_usd: float | None) -> dict[str, topup.Verdict]:
     """Top up every suspected cell; the verdicts by country (also stored with the run).
     `max_cost_usd`: what today's budget still allows (None: no cap)."""
-    sampler = Sampler(catalog, scenarios=run.scenarios, variants=run.variants, seed=run.seed,
-                      triplets_per_run=run.triplets, languages=run.languages)
+    sampler = Sampler.of_run(catalog, run)
     own = {s.triplet.id for s in sampler.sample(run.run_index)}
     setup = setup_for(endpoint, run.languages, list(catalog.languages))
     guard = CostGuard(max_cost_usd)  # shared: all top-ups of a run stay within the budget
@@ -78,7 +77,7 @@ async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: End
                   planned_calls=0, started_at=now, finished_at=None, status=RunStatus.TOPUP,
                   owner=owners.token(), heartbeat_at=now,
                   reason=f"top-up of {sus.country} for run {run.run_id}", attempts=1)
-    if store.get_run(row.run_id) is None:
+    if await asyncio.to_thread(store.get_run, row.run_id) is None:
         await asyncio.to_thread(store.create_run, row)
     asked, n, md, ci, value = 0, 0, math.nan, (math.nan, math.nan), 0.0
     decision = topup.UNDECIDED

@@ -178,8 +178,7 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
     else:
         store.claim_run(run.run_id, owners.token())
         await asyncio.to_thread(import_spools, store, run.run_id)
-    sampler = Sampler(catalog, scenarios=run.scenarios, variants=run.variants, seed=run.seed,
-                      triplets_per_run=run.triplets, languages=run.languages)
+    sampler = Sampler.of_run(catalog, run)
     client = client or make_client(catalog, endpoint)
     guard = CostGuard(opts.max_cost_usd)
     await ask(catalog, store, endpoint, run, setup, sampler.sample(run.run_index), client, guard,

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from monitor.catalog import VARIANTS, Catalog, Triplet
+from monitor.store import RunRow
 
 __all__ = ["ProbeSpec", "Sampler"]
 
@@ -100,6 +101,13 @@ class Sampler:
             raise ValueError("the selected scenarios have no triplets")
         # A run larger than the population would have to repeat triplets.
         self.triplets_per_run = max(1, min(triplets_per_run, self.population))
+
+    @classmethod
+    def of_run(cls, catalog: Catalog, run: RunRow) -> Sampler:
+        """The sampler that asked (or asks) `run`: its scenarios, variants, seed, size
+        and languages."""
+        return cls(catalog, scenarios=run.scenarios, variants=run.variants, seed=run.seed,
+                   triplets_per_run=run.triplets, languages=run.languages)
 
     def _strata(self) -> dict[tuple[str, str], list[Triplet]]:
         strata: dict[tuple[str, str], list[Triplet]] = defaultdict(list)
