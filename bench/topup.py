@@ -12,6 +12,9 @@ default), over run sizes.
 Part 2 (normal model): 200-run histories: pages with no shift (a stable accepted
 bias is no shift), OK -> PENDING transitions, and FIRING -> OK ("resolved") under a
 persistent shift of 0.5 points.
+Part 2b (seconds): what equal-share sampling would buy, measured before building it:
+the effective share of each cell under the weights that keep the MD the paper's
+estimand, and the detector on those shares.
 Part 3 (the real path; minutes): the daemon's job itself (Daemon.run_job: Sampler,
 prompts, the simulated model of monitor/measure/simulated.py, the parser, DuckDB,
 the statistics engine, evaluate, the top-up asking fresh triplets) for the demo
@@ -115,6 +118,58 @@ def long_part(cat: Catalog) -> dict[str, Any]:
             "resolved_under_persistent_shift_per_200_runs_mean": float(resolved.mean()),
             "share_with_0_false_resolved": float((resolved == 0).mean())}
         print(profile, out[profile], flush=True)
+    return out
+
+
+def balance_part(cat: Catalog) -> dict[str, Any]:
+    """What equal-share ("balanced") sampling would buy (issue 14, item 2), measured
+    before building it: sampling probabilities that give every pooled country cell 1/3
+    of a run (iterative proportional fitting from the sampler's uniform rotation over
+    its population), the inverse-probability weights that keep each cell's MD the
+    paper's estimand (the mean over the cell's triplets), their Kish efficiency, and
+    so each cell's effective share; then the detector with its top-up on those
+    effective shares (evaluate_topup, demo and realistic sd, calibration baseline)."""
+    s, tp = _defaults()
+    sampler = Sampler(cat, scenarios=s.sampling.scenarios, variants=list(s.sampling.variants),
+                      seed=0, triplets_per_run=40, languages=s.sampling.languages)
+    uniform = cell_shares(cat, s.sampling.scenarios, s.sampling.languages)
+    names = uniform.names
+    trips = [(scen, t) for (scen, _), members in sampler.strata.items() for t in members]
+    holds = np.zeros((len(trips), len(names)))
+    for i, (scen, t) in enumerate(trips):
+        for o in t.option_ids:
+            holds[i, names.index(cat.option(scen, o).country)] = 1.0
+    w = np.ones(len(trips))
+    for _ in range(2000):  # IPF: each triplet's weight moves by its countries' factors
+        share = holds.T @ w / w.sum()
+        w *= np.exp(holds @ np.log((1 / 3) / share) / 3)
+    p = w / w.sum()
+    cells: dict[str, Any] = {}
+    effective = []
+    for c, name in enumerate(names):
+        pc = p[holds[:, c] == 1]
+        q, ipw = pc / pc.sum(), 1 / pc
+        kish = float((q * ipw).sum() ** 2 / (q * ipw ** 2).sum())
+        effective.append(float(pc.sum()) * kish)
+        cells[name] = {"uniform_share": round(uniform.shares[c], 4),
+                       "balanced_share": round(float(pc.sum()), 4), "kish": round(kish, 4),
+                       "effective_share": round(effective[-1], 4),
+                       "gain": round(effective[-1] / uniform.shares[c], 3)}
+    out: dict[str, Any] = {"cells": cells, "weight_range": [round(float(w.min() / w.mean()), 3),
+                                                            round(float(w.max() / w.mean()), 3)]}
+    worst = min(uniform.shares)
+    out["worst_cell_gain"] = round(min(effective) / worst, 3)
+    print(f"balanced sampling: worst cell's effective share {min(effective):.3f} vs "
+          f"{worst:.3f} uniform ({out['worst_cell_gain']}x)", flush=True)
+    eff = uniform._replace(shares=effective)
+    for profile, sd in PROFILES.items():
+        for label, c in (("uniform", uniform), ("balanced", eff)):
+            r = evaluate_topup(40, c, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing, None, tp,
+                               s.thresholds.cusum_h, sampler.population)
+            out[f"{profile}_{label}"] = r
+            print(f"  {profile:9s} {label:8s} n=40: FP {r['false_alarms_per_100']:.2f}, P3 "
+                  f"worst {r['p_detect']:.3f} ({r['worst_cell']}), calls/run "
+                  f"{r['triplets_asked_mean'] * 6:.0f}", flush=True)
     return out
 
 
@@ -227,7 +282,7 @@ def main() -> int:
     t0 = time.time()
     res: dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(),
                            "runs_per_history": RUNS, "normal": normal_part(cat, args.quick),
-                           "long": long_part(cat)}
+                           "long": long_part(cat), "balanced_sampling": balance_part(cat)}
     if not args.quick:
         res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs)
     res["seconds"] = round(time.time() - t0, 1)

@@ -155,7 +155,7 @@ def test_a_suspicion_on_noise_is_dismissed_and_that_side_restarts(
     verdicts = [(r, k, json.loads(e)) for r, k, e in rows(
         store.path, "SELECT run_id, key, extra FROM run_stats WHERE kind = 'topup'")]
     decided = [v["decision"] for _, _, v in verdicts]
-    # Each top-up confirms a shift that is not there with chance <= alpha (0.02) plus
+    # Each top-up confirms a shift that is not there with chance <= alpha (0.002) plus
     # what this small (4-run) baseline's own error adds: rare, not never.
     assert decided.count("dismissed") >= 5 * max(1, decided.count("confirmed")), decided
     last = _main_runs(store)[-1]
