@@ -21,7 +21,10 @@ the statistics engine, evaluate, the top-up asking fresh triplets) for the demo
 and realistic profiles: a calibration-sized baseline (one rotation cycle of
 40-triplet runs), then (a) 100 runs with nothing changed: pages, calls per run;
 (b) --e2e-reps copies of that database, each given 3 runs in which CN's bias grows
-by 0.6 points (MD +0.5): P(CN paged within 3 runs) and the calls those runs took.
+by 0.6 points (MD +0.5), each copy with a sampling seed of its own (other triplets):
+P(CN paged within 3 runs) and the calls those runs took. Cases (CASES): the demo and
+realistic profiles, and the demo with 60% persistent noise at 25 and 30 triplets
+per run, with and without the baseline as covariate (baseline.covariate).
 
 Writes bench/results/topup.json.
 """
@@ -192,9 +195,9 @@ def _daemon(cfg: Path, cat: Catalog) -> tuple[Daemon, Store]:
 
 
 async def _run(daemon: Daemon, cat: Catalog, profile: str, bias: dict[str, float],
-               seed: int) -> None:
+               seed: int, extra: dict[str, Any] | None = None) -> None:
     daemon.client_factory = lambda ep: _Client(  # type: ignore[assignment]
-        {"bias_points": bias, "seed": seed}, profile, cat.root)
+        {"bias_points": bias, "seed": seed, **(extra or {})}, profile, cat.root)
     await daemon.run_job("sim")
 
 
@@ -209,37 +212,56 @@ def _pages(store: Store, country: str | None = None) -> int:
     return int(store._rows(q, [country] if country else [])[0][0])
 
 
-def e2e_part(cat: Catalog, reps: int, null_runs: int) -> dict[str, Any]:
+#: The real path's cases: (name, profile, the model's params, triplets per run, the
+#: baseline as covariate). "persistent" is the demo with 60% of its noise persistent
+#: per (triplet, language, option): the issue's stretch, with and without CUPED.
+CASES: list[tuple[str, str, dict[str, Any], int, bool]] = [
+    ("demo", "demo", {}, 40, True),
+    ("realistic", "realistic", {}, 40, True),
+    ("realistic_no_covariate", "realistic", {}, 40, False),
+    ("persistent_25", "demo", {"persistence": 0.6}, 25, True),
+    ("persistent_25_no_covariate", "demo", {"persistence": 0.6}, 25, False),
+    ("persistent_30", "demo", {"persistence": 0.6}, 30, True),
+]
+
+
+def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = None
+             ) -> dict[str, Any]:
     out = {}
-    for profile in PROFILES:
-        work = Path(tempfile.mkdtemp(prefix=f"topup-{profile}-"))
+    for name, profile, extra, size, cov in CASES:
+        if only and name not in only:
+            continue
+        work = Path(tempfile.mkdtemp(prefix=f"topup-{name}-"))
         db = work / "base.duckdb"
         sampler = Sampler(cat, scenarios=["university", "relocation", "travel"],
                           variants=["plain", "cot", "female", "male"], seed=0,
-                          triplets_per_run=40, languages=["en", "ja", "zh", "fr", "de", "ko"])
+                          triplets_per_run=size, languages=["en", "ja", "zh", "fr", "de", "ko"])
         cycle = sampler.runs_per_cycle
         cfg = work / "monitor.yaml"
         cfg.write_text(json.dumps({
             "storage": {"path": str(db)},
             "endpoints": [{"name": "sim", "model": f"simulated/{profile}",
                            "max_concurrency": 64, "rpm": 100000}],
-            "sampling": {"triplets_per_run": 40},
-            "baseline": {"auto_min_triplets": 40 * cycle}}), encoding="utf-8")
+            "sampling": {"triplets_per_run": size},
+            "baseline": {"auto_min_triplets": size * cycle, "covariate": cov}}),
+            encoding="utf-8")
         t0 = time.time()
         daemon, store = _daemon(cfg, cat)
         bias = {"CN": 0.0}
         for i in range(cycle + 1):  # the baseline, set by the run after it
-            asyncio.run(_run(daemon, cat, profile, bias, 1000 + i))
+            asyncio.run(_run(daemon, cat, profile, bias, 1000 + i, extra))
         assert store.baseline("sim") is not None
         store_base_calls = _calls(store, 0)
         shutil.copy(db, work / "frozen.duckdb")
-        print(f"{profile}: baseline of {cycle} runs in {time.time() - t0:.0f} s", flush=True)
+        print(f"{name}: baseline of {cycle} runs in {time.time() - t0:.0f} s", flush=True)
         # (a) nothing changes
         before = _calls(store, 0)
         for i in range(null_runs):
-            asyncio.run(_run(daemon, cat, profile, bias, 5000 + i))
+            asyncio.run(_run(daemon, cat, profile, bias, 5000 + i, extra))
         null_calls = _calls(store, before) / null_runs
         null_pages = _pages(store)
+        pers = store._rows("SELECT avg(value), avg(CAST(json_extract(extra, '$.used') AS "
+                           "BOOLEAN)::INT) FROM run_stats WHERE kind = 'persistence'", [])[0]
         # (b) CN's bias grows; each replication from the frozen baseline
         hits, calls = 0, []
         for r in range(reps):
@@ -248,25 +270,34 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int) -> dict[str, Any]:
             rcfg = work / f"rep{r}.yaml"
             doc = json.loads(cfg.read_text(encoding="utf-8"))
             doc["storage"]["path"] = str(rep_db)
+            # A sampling seed of its own: each replication's 3 runs ask other triplets (a
+            # fresh rotation; the baseline holds them all). With one seed every
+            # replication asked the same 3 sets, whose persistent effects then decided
+            # the outcome for all of them alike.
+            doc["sampling"]["seed"] = 7 + r
             rcfg.write_text(json.dumps(doc), encoding="utf-8")
             d2, s2 = _daemon(rcfg, cat)
             c0 = _calls(s2, 0)
             for k in range(3):
-                asyncio.run(_run(d2, cat, profile, {"CN": CN_SHIFT}, 90_000 + 10 * r + k))
+                asyncio.run(_run(d2, cat, profile, {"CN": CN_SHIFT}, 90_000 + 10 * r + k,
+                                 extra))
                 if _pages(s2, "CN"):
                     break
             hits += _pages(s2, "CN") > 0
             calls.append(_calls(s2, c0) / (k + 1))
             rep_db.unlink()
-        out[profile] = {
+        out[name] = {
+            "profile": profile, "params": extra, "triplets_per_run": size, "covariate": cov,
             "baseline_runs": cycle, "baseline_calls": store_base_calls,
             "null_runs": null_runs, "null_pages_all_cells": null_pages,
             "null_pages_per_100_runs": 100 * null_pages / null_runs,
             "null_calls_per_run": round(null_calls, 1),
+            "persistence_mean": None if pers[0] is None else round(float(pers[0]), 3),
+            "covariate_used_share": None if pers[1] is None else round(float(pers[1]), 3),
             "shift_reps": reps, "cn_paged_within_3_runs": hits / reps,
             "calls_per_run_while_shifted": round(float(np.mean(calls)), 1),
             "seconds": round(time.time() - t0, 1)}
-        print(profile, out[profile], flush=True)
+        print(name, out[name], flush=True)
         shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -276,6 +307,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="run size 40 only, no real path")
     ap.add_argument("--e2e-reps", type=int, default=40)
     ap.add_argument("--e2e-null-runs", type=int, default=100)
+    ap.add_argument("--e2e-only", default="", help="comma-separated case names (CASES)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     cat = load_catalog(None, [])
@@ -284,7 +316,8 @@ def main() -> int:
                            "runs_per_history": RUNS, "normal": normal_part(cat, args.quick),
                            "long": long_part(cat), "balanced_sampling": balance_part(cat)}
     if not args.quick:
-        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs)
+        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs,
+                              [c for c in args.e2e_only.split(",") if c])
     res["seconds"] = round(time.time() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2), encoding="utf-8")

@@ -212,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="size for a fixed baseline of N triplets, e.g. what `monitor baseline "
                     "calibrate --dry-run` would ask (default: a baseline the user set, else the "
                     "automatic one)")
+    pl.add_argument("--persistence", metavar="R",
+                    help="correlation of a triplet's d between two asks, for the detector "
+                    "with the baseline as covariate (default: what the endpoint's runs "
+                    "measured, else 0)")
     pl.add_argument("--json", action="store_true", help="one JSON document on stdout")
     pl.set_defaults(func=_command("plan", "plan_command"))
     return ap

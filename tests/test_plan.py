@@ -173,3 +173,26 @@ def test_plan_reports_the_detector_with_its_top_up(tmp_path: Path,
     assert _plan(off, capsys, "--sd", "0.95")["plans"][0]["topup"] is None
     assert main(["plan", "--config", str(off), "--sd", "0.95"]) == 0
     assert "top-up: off (topup.enabled)" in capsys.readouterr().out
+
+
+def test_plan_with_persistence_sizes_the_detector_that_uses_the_covariate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, [SIM], sampling={"triplets_per_run": 40})
+    args = ("--sd", "0.95", "--baseline-triplets", "1919")
+    none = _plan(cfg, capsys, *args)["plans"][0]["topup"]
+    with_p = _plan(cfg, capsys, *args, "--persistence", "0.6")["plans"][0]["topup"]
+    assert none["persistence"] == {"rho": 0.0, "source": "none measured yet",
+                                   "sd_seen_by_the_detector": 0.95}
+    assert with_p["persistence"]["sd_seen_by_the_detector"] == pytest.approx(0.95 * 0.8)
+    # The detector sees 0.64 of the variance: fewer triplets per run meet the target.
+    assert with_p["plan"]["triplets_per_run"] < none["plan"]["triplets_per_run"]
+    assert with_p["current"]["p_detect"] > none["current"]["p_detect"]
+    assert main(["plan", "--config", str(cfg), *args, "--persistence", "0.6"]) == 0
+    assert "the baseline as covariate (CUPED): persistence 0.6" in capsys.readouterr().out
+    assert main(["plan", "--config", str(cfg), *args, "--persistence", "1.5"]) == 2
+    assert "--persistence 1.5: must lie in [0, 1)" in capsys.readouterr().err
+    (tmp_path / "off").mkdir()
+    off = write_config(tmp_path / "off", [SIM], baseline={"covariate": False})
+    top = _plan(off, capsys, *args, "--persistence", "0.6")["plans"][0]["topup"]
+    assert top["persistence"]["rho"] == 0.0
+    assert top["persistence"]["source"] == "baseline.covariate is off"

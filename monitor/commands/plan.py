@@ -87,6 +87,20 @@ def _stored(store: Store | None, endpoint: str, catalog: Catalog,
     return sd, f"baseline ({len(runs)} runs, {sum(r.triplets for r in runs)} triplets)", usage
 
 
+def _persistence(store: Store | None, endpoint: str, arg: float | None
+                 ) -> tuple[float, str]:
+    """How much of a triplet's d comes back when it is asked again (monitor.stats.covariate):
+    --persistence, else the mean the endpoint's runs measured against their baseline
+    (run_stats kind "persistence"), else 0."""
+    if arg is not None:
+        return arg, "--persistence"
+    got = store.persistence(endpoint) if store is not None else None
+    if got is None:
+        return 0.0, "none measured yet"
+    rho, runs = got
+    return max(0.0, rho), f"measured: mean of {runs} runs against the baseline"
+
+
 def cost_per_call(ep: Any, usage: dict[str, float | None]) -> tuple[float | None, str]:
     """USD per call: configured prices x mean stored tokens, else the stored cost."""
     price, tin, tout = ep.cost_per_1k_tokens, usage["input_tokens"], usage["output_tokens"]
@@ -114,6 +128,10 @@ def plan_command(args: Any) -> int:
     within = int(_number(args.within_runs, "--within-runs", 3, whole=True))
     base_arg = (int(_number(args.baseline_triplets, "--baseline-triplets", 1, whole=True))
                 if args.baseline_triplets is not None else None)
+    pers_arg = (_number(args.persistence, "--persistence", 0.0)
+                if getattr(args, "persistence", None) is not None else None)
+    if pers_arg is not None and not 0 <= pers_arg < 1:
+        raise UsageError(f"--persistence {args.persistence}: must lie in [0, 1)")
     endpoints = [settings.endpoint(n) for n in args.endpoint or [e.name for e in
                                                                    settings.endpoints]]
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
@@ -133,7 +151,16 @@ def plan_command(args: Any) -> int:
                                     t.drift_md_points, mrf, auto, hs=np.array([t.cusum_h]),
                                     baseline_triplets=fixed)
         calls = round((p["triplets_per_run"] or 0) * len(s.languages) * per_day)
-        top = _topup(settings, cells, sd, delta, fa, within, fixed)
+        rho, rho_source = _persistence(store, ep.name, pers_arg)
+        if not settings.baseline.covariate:
+            rho, rho_source = 0.0, "baseline.covariate is off"
+        # With the baseline as covariate the detector sees (1 - rho^2) of the variance
+        # (monitor.stats.covariate): the same detector at a smaller sd.
+        top = _topup(settings, cells, sd * math.sqrt(1 - rho**2), delta, fa, within, fixed)
+        if top is not None:
+            top["persistence"] = {"rho": round(rho, 4), "source": rho_source,
+                                  "sd_seen_by_the_detector": round(sd * math.sqrt(1 - rho**2),
+                                                                   4)}
         per_call, note = cost_per_call(ep, usage)
         tokens = (None if usage["input_tokens"] is None
                   else usage["input_tokens"] + (usage["output_tokens"] or 0.0))
@@ -194,7 +221,12 @@ def _topup_text(r: dict[str, Any]) -> list[str]:
                 f"{x['triplets_asked_shifted'] * langs:.0f} while a shift is confirmed, at "
                 f"most {x['triplets_asked_max'] * langs}")
     best = top["plan"]
-    return [f"  with the top-up (suspect_h {top['suspect_h']:g}, alpha {top['alpha']:g}, beta "
+    pers = top.get("persistence") or {"rho": 0.0}
+    cov = ([f"  the baseline as covariate (CUPED): persistence {pers['rho']:g} "
+            f"({pers['source']}), so the detector sees an sd of "
+            f"{pers['sd_seen_by_the_detector']:g}"] if pers["rho"] > 0 else [])
+    return [*cov, f"  with the top-up (suspect_h {top['suspect_h']:g}, alpha {top['alpha']:g}, "
+            f"beta "
             f"{top['beta']:g}, batches of {top['batch_triplets']} up to "
             f"{top['max_triplets']} triplets):",
             "    plan: " + (line(best) if best else "not reachable on the grid"),

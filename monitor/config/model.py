@@ -193,6 +193,9 @@ class BaselineCfg(BaseModel):
         None, ge=1, description="Triplets the automatic baseline needs; null = 20 runs' worth.")
     jsd_window_runs: int = Field(10, ge=1, le=1000,
                                  description="Recent runs pooled for the JSD shape monitor.")
+    covariate: bool = Field(True, description="Use the baseline's answers to the same "
+                                              "triplets as a covariate of a run's MD (CUPED) "
+                                              "in the detector, where it pays.")
 
 
 class Slack(BaseModel):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -204,6 +205,12 @@ class Daemon:
                         t.country, t.from_state, t.to_state, t.reason)
         self.state.set_flag("comparable", endpoint.name, int(ev.comparable))
         rows = [StatRow("drift", s, c, v) for (s, c), v in ev.drift.items()]
+        if (p := ev.persistence) is not None and math.isfinite(p.rho):
+            # How much of a triplet's d comes back when it is asked again (the baseline as
+            # covariate, monitor.stats.covariate): the run's pairs, pooled over cells.
+            rows.append(StatRow("persistence", POOLED, POOLED, p.rho, p.ci_lower, p.ci_upper,
+                                p.pairs, None, json.dumps({"theta": round(p.theta, 4),
+                                                           "used": p.used})))
         runs = self.store.runs(endpoint.name)  # read once: the JSD window and the shape check
         window = [r.run_id for r in runs
                   if r.status == RunStatus.COMPLETE

@@ -29,11 +29,11 @@ from monitor.measure.llm import ChatClient
 from monitor.measure.run import ask
 from monitor.measure.sampling import Sampler
 from monitor.stats import md_of
-from monitor.store import RunRow, StatRow, Store
+from monitor.store import Baseline, RunRow, StatRow, Store
 from monitor.store import owner as owners
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import topup
-from monitor.watch.evaluate import Suspect
+from monitor.watch.evaluate import Suspect, covariate
 
 __all__ = ["confirm", "topup_run_id"]
 
@@ -53,10 +53,11 @@ async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: 
     own = {s.triplet.id for s in sampler.sample(run.run_index)}
     setup = setup_for(endpoint, run.languages, list(catalog.languages))
     guard = CostGuard(max_cost_usd)  # shared: all top-ups of a run stay within the budget
+    baseline = await asyncio.to_thread(store.baseline, run.endpoint)
     verdicts: dict[str, topup.Verdict] = {}
     for sus in found:
         v = await _one(settings, catalog, store, endpoint, run, sus, sampler, own, setup,
-                       client, guard)
+                       client, guard, baseline)
         verdicts[sus.country] = v
         log.info("endpoint %s: run %s: top-up of %s (%s, CUSUM %.1f): %s after %d triplets, "
                  "MD %+.2f vs baseline %+.2f, SPRT %.1f nats", endpoint.name, run.run_id,
@@ -70,7 +71,8 @@ async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: 
 
 async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
                run: RunRow, sus: Suspect, sampler: Sampler, own: set[str], setup: Setup,
-               client: ChatClient, guard: CostGuard) -> topup.Verdict:
+               client: ChatClient, guard: CostGuard, baseline: Baseline | None
+               ) -> topup.Verdict:
     tp = settings.topup
     now = datetime.now(UTC)
     row = replace(run, run_id=topup_run_id(run.run_id, sus.country), triplets=0,
@@ -94,8 +96,14 @@ async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: End
             if r.scenario == POOLED and r.country == sus.country), None)
         if cell is not None and cell.n > 0:
             n, md, ci = cell.n, cell.md, (cell.ci_lower, cell.ci_upper)
-            value = float(topup.llr(n, md - sus.base.md, sus.base.se, sus.base.n, sus.side,
-                                    settings.thresholds.drift_md_points))
+            # The fresh triplets are in a calibration baseline too: the same covariate
+            # as the run's own cells (the shown MD stays the raw one).
+            adj = (await asyncio.to_thread(covariate, settings, catalog, store, [row.run_id],
+                                           run.languages, baseline))[0] if baseline else {}
+            a = adj.get(sus.country)
+            x, factor = (a.md, a.factor) if a is not None else (md, 1.0)
+            value = float(topup.llr(n, x - sus.base.md, sus.base.se * math.sqrt(factor),
+                                    sus.base.n, sus.side, settings.thresholds.drift_md_points))
             decision = int(topup.decide(value, tp.alpha, tp.beta))
         if not_asked:
             break  # the budget refused calls: what is there is what the test has

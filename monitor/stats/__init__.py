@@ -2,6 +2,7 @@
 
     units.py     t quantiles and intervals, NaN as null
     md.py        MD and DiD per country, from DuckDB's exact sums
+    covariate.py the baseline as a covariate of a run's MD (CUPED), persistence
     jsd.py       excess JSD per language: permutation null, cluster bootstrap
     deviation.py a country's score deviation per asked language (the heatmap)
     weakness.py  weakness share local vs foreign, delta-method CIs
@@ -9,10 +10,12 @@
     engine.py    a run's (or many runs') statistics from the store
 """
 
+from monitor.stats.covariate import Adjusted, Persistence, adjust
 from monitor.stats.deviation import DeviationRow, deviation_rows
 from monitor.stats.engine import (
     CoverageRow,
     Summary,
+    covariate_of,
     deviation_of,
     jsd_of,
     md_jsd_of,
@@ -26,9 +29,9 @@ from monitor.stats.rules import MIN_CELL_N, beyond, jsd_significant, significant
 from monitor.stats.units import nullable, t975, t_interval
 from monitor.stats.weakness import LOCALITIES, WeaknessRow, weakness_rows
 
-__all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "CoverageRow",
-           "DeviationRow", "JSDRow", "MDRow", "Summary", "WeaknessRow", "beyond",
-           "deviation_of", "deviation_rows", "jsd_bits", "jsd_of", "jsd_rows",
-           "jsd_significant", "local_pairs", "md_jsd_of", "md_of", "md_rows", "nullable",
-           "significant", "summarise", "t975", "t_interval", "tested", "weakness_of",
-           "weakness_rows"]
+__all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "Adjusted",
+           "CoverageRow", "DeviationRow", "JSDRow", "MDRow", "Persistence", "Summary",
+           "WeaknessRow", "adjust", "beyond", "covariate_of", "deviation_of", "deviation_rows",
+           "jsd_bits", "jsd_of", "jsd_rows", "jsd_significant", "local_pairs", "md_jsd_of",
+           "md_of", "md_rows", "nullable", "significant", "summarise", "t975", "t_interval",
+           "tested", "weakness_of", "weakness_rows"]

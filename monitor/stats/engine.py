@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from monitor.stats.covariate import Adjusted, Persistence, adjust
 from monitor.stats.deviation import DeviationRow, deviation_rows
 from monitor.stats.jsd import N_BOOT, N_PERM, JSDRow, jsd_rows
 from monitor.stats.md import MDRow, local_pairs, md_rows
@@ -19,8 +20,8 @@ from monitor.stats.weakness import WeaknessRow, weakness_rows
 from monitor.store import Store
 from monitor.vocab import CallStatus
 
-__all__ = ["CoverageRow", "Summary", "deviation_of", "jsd_of", "md_jsd_of", "md_of", "summarise",
-           "weakness_of"]
+__all__ = ["CoverageRow", "Summary", "covariate_of", "deviation_of", "jsd_of", "md_jsd_of",
+           "md_of", "summarise", "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
 
@@ -64,6 +65,17 @@ def md_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
     countries = [c for c, _ in local]
     return [r for part in _chunks(run_ids, by_run) for r in md_rows(
         store.unit_scores(part, languages, countries, by_run=by_run, variant=variant), local)]
+
+
+def covariate_of(store: Store, run_ids: Sequence[str], base_run_ids: Sequence[str],
+                 languages: Sequence[str], local_countries: LocalCountries
+                 ) -> tuple[dict[str, Adjusted], Persistence]:
+    """The pooled cells of `run_ids` (pooled) with the baseline's runs as covariate."""
+    local = local_pairs(languages, local_countries)
+    countries = [c for c, _ in local]
+    run = store.unit_scores(sorted(run_ids), languages, countries)
+    base = store.unit_scores(sorted(base_run_ids), languages, countries)
+    return adjust(run, base, local)
 
 
 def jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str], *,

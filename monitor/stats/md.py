@@ -29,7 +29,7 @@ from monitor.stats.units import t_interval
 from monitor.store import UnitScores
 from monitor.vocab import POOLED
 
-__all__ = ["MDRow", "local_pairs", "md_rows"]
+__all__ = ["MDRow", "local_pairs", "md_rows", "unit_d"]
 
 
 @dataclass(frozen=True)
@@ -76,19 +76,15 @@ def _mean_var(n: np.ndarray, s1: np.ndarray, s2: np.ndarray,
     return mean, var
 
 
-def md_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[MDRow]:
-    """The cells, ordered by group (sorted: run ids sort by time), country (as
-    `local`), then scenario (sorted, the pooled cell last)."""
-    n_u, n_l, _ = units.scores.shape
-    if n_u == 0:
-        return []
+def _diffs(units: UnitScores, local: Sequence[tuple[str, str]]
+           ) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per local pair ci with units: (ci, the units holding the country (mask), their d
+    and e as exact integers scaled by 6 L 100, the unit's options of other countries)."""
+    n_l = units.scores.shape[1]
     lang_index = {lang: i for i, lang in enumerate(units.languages)}
     total = units.scores.sum(axis=1)  # (u, 3): each option's sum over languages
     code = {c: i for i, c in enumerate(units.countries)}
-    scale = 6.0 * n_l * 100
-    n_scen = len(units.scenarios) + 1  # the last: pooled
-    rows: list[MDRow] = []
-    parts = []
+    out = []
     for ci, (country, lang) in enumerate(local):
         if country not in code or lang not in lang_index:
             continue
@@ -103,6 +99,29 @@ def md_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[MDRow]:
         kk, m = k[has], 3 - k[has]
         d = a * (6 // kk)
         e = np.where(m > 0, d - b * (6 // np.maximum(m, 1)), 0)
+        out.append((ci, has, d, e, m))
+    return out
+
+
+def unit_d(units: UnitScores, local: Sequence[tuple[str, str]]
+           ) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Per local pair ci with units: (ci, the indices of the units holding the country,
+    their d in points), as md_rows averages them."""
+    scale = 6.0 * units.scores.shape[1] * 100
+    return [(ci, np.flatnonzero(has), d / scale) for ci, has, d, _, _ in _diffs(units, local)]
+
+
+def md_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[MDRow]:
+    """The cells, ordered by group (sorted: run ids sort by time), country (as
+    `local`), then scenario (sorted, the pooled cell last)."""
+    n_u, n_l, _ = units.scores.shape
+    if n_u == 0:
+        return []
+    scale = 6.0 * n_l * 100
+    n_scen = len(units.scenarios) + 1  # the last: pooled
+    rows: list[MDRow] = []
+    parts = []
+    for ci, has, d, e, m in _diffs(units, local):
         g, sc = units.group[has].astype(np.int64), units.scenario[has].astype(np.int64)
         for scen in (sc, np.full(sc.size, n_scen - 1)):  # per scenario, then pooled
             key = (g * n_scen + scen) * len(local) + ci

@@ -64,7 +64,8 @@ class UnitScores:
 
     scores[u, l, j]: hundredths of a point of option j (label A, B, C) of unit u
     asked in `languages[l]`; country[u, j] indexes `countries` (-1: another
-    country), scenario[u] `scenarios`, group[u] `groups`."""
+    country), scenario[u] `scenarios`, group[u] `groups`; triplet[u] a hash of the
+    unit's triplet id (the same triplet in two selections has the same hash)."""
 
     languages: list[str]
     groups: list[str]
@@ -74,6 +75,7 @@ class UnitScores:
     countries: list[str]
     country: np.ndarray
     scores: np.ndarray
+    triplet: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,8 @@ class InputStore(Database):
         if not ids:
             return UnitScores(list(languages), [], np.zeros(0, np.int32), [],
                               np.zeros(0, np.int32), list(countries),
-                              np.zeros((0, 3), np.int32), np.zeros((0, n_l, 3), np.int64))
+                              np.zeros((0, 3), np.int32), np.zeros((0, n_l, 3), np.int64),
+                              np.zeros(0, np.uint64))
         cols = ", ".join(f"max(CAST(round(s.score * 100) AS INTEGER)) FILTER (WHERE "
                          f"s.language = $langs[{i + 1}]) AS s{i}" for i in range(n_l))
         params: dict[str, object] = {
@@ -137,7 +140,7 @@ class InputStore(Database):
         return UnitScores(list(languages), ids if by_run else ["pooled"], group,
                           [str(x) for x in scenarios], scenario.astype(np.int32),
                           list(countries), cols_["c"][rows].astype(np.int32).reshape(-1, 3),
-                          score)
+                          score, t[first].astype(np.uint64))
 
     def weakness_sums(self, run_ids: Sequence[str], local: Sequence[tuple[str, str]], *,
                       by_run: bool = False) -> WeaknessSums:

@@ -113,6 +113,15 @@ class ResultsStore(Database):
             "WHERE endpoint = ? AND status = ?", [endpoint, CallStatus.OK])[0]
         return Usage(int(calls), float(usd), tin, tout, cost)
 
+    def persistence(self, endpoint: str) -> tuple[float, int] | None:
+        """The mean persistence the endpoint's runs measured against their baseline (the
+        n-weighted mean of run_stats kind "persistence") and the runs; None: none yet."""
+        row = self._rows(
+            "SELECT sum(s.value * s.n) / sum(s.n), count(*) FROM run_stats s JOIN runs r "
+            "USING (run_id) WHERE r.endpoint = ? AND s.kind = 'persistence' AND s.n > 0",
+            [endpoint])[0]
+        return None if not row[1] or row[0] is None else (float(row[0]), int(row[1]))
+
     def option_means(self, run_ids: Sequence[str]) -> list[OptionMean]:
         """Mean score per (scenario, option, language) over answered calls: what moved
         against a baseline (Slack's movers, the report's evidence)."""

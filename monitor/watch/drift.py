@@ -94,11 +94,17 @@ class CellState:
     level_runs: int = 0  # consecutive runs the opposite level condition has held
 
 
-def observe(run: MDRow, base: MDRow | None) -> Observation | None:
-    """A run's cell as the detector sees it; None when it cannot be compared."""
+def observe(run: MDRow, base: MDRow | None, *, md: float | None = None,
+            factor: float = 1.0) -> Observation | None:
+    """A run's cell as the detector sees it; None when it cannot be compared. `md` and
+    `factor`: the cell with the baseline as covariate (monitor.stats.covariate): the
+    adjusted MD, and its variance's share of the raw one, which scales the per-triplet
+    sd the increments use (and, conservatively, the baseline's own error with it). The
+    interval (the absolute level) stays the raw MD's."""
     if base is None or not tested(run.n, base.n, base.se):
         return None
-    return Observation(run.md, run.n, run.ci_lower, run.ci_upper, base.md, base.se, base.n)
+    return Observation(run.md if md is None else md, run.n, run.ci_lower, run.ci_upper,
+                       base.md, base.se * math.sqrt(factor), base.n)
 
 
 def z_score(obs: Observation) -> float | None:

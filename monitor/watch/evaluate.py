@@ -22,7 +22,7 @@ from typing import Any
 
 from monitor.catalog import Catalog
 from monitor.config import Settings
-from monitor.stats import MDRow, Summary, md_of
+from monitor.stats import Adjusted, MDRow, Persistence, Summary, covariate_of, md_of
 from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
 from monitor.vocab import POOLED, AlertState, LevelState
 from monitor.watch import topup
@@ -30,8 +30,8 @@ from monitor.watch.baseline import auto_baseline, comparable, run_model
 from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, observe, step
 from monitor.watch.movers import Mover, rank_movers
 
-__all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "did_verdict", "evaluate",
-           "suspects"]
+__all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "covariate", "did_verdict",
+           "evaluate", "observed", "suspects"]
 
 TOP_MOVERS_SLACK = 3
 
@@ -82,6 +82,7 @@ class Evaluation:
     transitions: list[Transition] = field(default_factory=list)
     to_notify: list[Transition] = field(default_factory=list)
     fingerprint_note: str | None = None
+    persistence: Persistence | None = None  # the baseline as covariate (CUPED), if tried
 
 
 def _fingerprint_change(store: Store, endpoint: str, run_id: str) -> str | None:
@@ -140,6 +141,25 @@ def _base_md(catalog: Catalog, store: Store, run: RunRow, baseline: Baseline,
     return {(r.scenario, r.country): r for r in base_md}
 
 
+def covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
+              languages: list[str], baseline: Baseline
+              ) -> tuple[dict[str, Adjusted], Persistence | None]:
+    """The pooled cells of `run_ids` with the baseline's answers as covariate (CUPED,
+    monitor.stats.covariate); nothing when baseline.covariate is off."""
+    if not settings.baseline.covariate:
+        return {}, None
+    adj, pers = covariate_of(store, run_ids, baseline.run_ids, languages, catalog.languages)
+    return (adj if pers.used else {}), pers
+
+
+def observed(r: MDRow, b: MDRow | None, adj: dict[str, Adjusted]) -> Any:
+    """drift.observe, with the covariate where it is used (pooled cells only)."""
+    a = adj.get(r.country) if r.scenario == POOLED else None
+    if a is None:
+        return observe(r, b)
+    return observe(r, b, md=a.md, factor=a.factor)
+
+
 def _prev(old: Any) -> CellState:
     return CellState() if old is None else CellState(
         old.state, old.s_plus, old.s_minus, old.alarm_runs, old.calm_runs,
@@ -157,11 +177,12 @@ def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         return []
     base = _base_md(catalog, store, run, baseline, cache)
     saved = store.alert_states(run.endpoint)
+    adj, _ = covariate(settings, catalog, store, [run.run_id], run.languages, baseline)
     t = settings.thresholds
     out = []
     for r in summary.md:
         b = base.get((r.scenario, r.country))
-        if r.scenario != POOLED or b is None or (obs := observe(r, b)) is None:
+        if r.scenario != POOLED or b is None or (obs := observed(r, b, adj)) is None:
             continue
         new = step(_prev(saved.get((r.scenario, r.country))), obs,
                    drift_points=t.drift_md_points, h=t.cusum_h, md_threshold=t.md_points,
@@ -218,6 +239,8 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
     verdicts = verdicts or {}
     ev = Evaluation(run.endpoint, run.run_id, baseline, True, "compared with the baseline")
     ev.fingerprint_note = _fingerprint_change(store, run.endpoint, run.run_id)
+    adj, ev.persistence = covariate(settings, catalog, store, [run.run_id], run.languages,
+                                    baseline)
     t = settings.thresholds
     rows: list[CellRecord] = []
     events: list[AlertEvent] = []
@@ -226,9 +249,9 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         b = base.get(cell)
         old = saved.get(cell)
         prev = _prev(old)
-        obs = observe(r, b)
+        obs = observed(r, b, adj)
         if obs is not None:
-            ev.drift[cell] = obs.md - obs.md_base
+            ev.drift[cell] = r.md - obs.md_base  # as shown: the raw MD (CUPED feeds the sums)
         new = step(prev, obs, drift_points=t.drift_md_points, h=t.cusum_h,
                    md_threshold=t.md_points, min_runs_firing=settings.alerts.min_runs_firing)
         if r.scenario == POOLED and obs is not None and (v := verdicts.get(r.country)):
