@@ -105,8 +105,9 @@ def _accept(store: Store, result: RunResult, settings: Settings, cells: Cells) -
         if r.scenario == POOLED:
             print(f"  {r.country} ({r.language})  {r.md:+.2f} {ci(r.ci_lower, r.ci_upper)} "
                   f"n={r.n}   {r.did:+.2f} {ci(r.did_ci_lower, r.did_ci_upper)}")
-    print("  persistence of triplet x language effects: not measured (it needs re-asked "
-          "prompts)")
+    print("  persistence of triplet x language effects: every later run re-asks triplets "
+          "of this baseline and measures it (run_stats kind persistence); the detector "
+          "uses the baseline as covariate where it pays, `monitor plan` plans with it")
     if math.isfinite(sd) and sd > 0:
         _expect(settings, cells, sd, run.triplets)
 
