@@ -93,10 +93,14 @@ def child_main(argv: list[str] | None = None) -> int:
     name = args.endpoint
     flags = {f: getattr(snap, f)[name] for f in ("comparable", "budget_exhausted")
              if name in getattr(snap, f)}
-    with os.fdopen(args.report_fd, "w", encoding="utf-8") as fh:
-        json.dump({"failures": daemon.failures.get(name, 0),
-                   "delivery_failures": daemon.delivery_failures.get(name, 0),
-                   "flags": flags}, fh)
+    try:
+        with os.fdopen(args.report_fd, "w", encoding="utf-8") as fh:
+            json.dump({"failures": daemon.failures.get(name, 0),
+                       "delivery_failures": daemon.delivery_failures.get(name, 0),
+                       "flags": flags}, fh)
+    except BrokenPipeError:  # the daemon died (SIGKILL): the run is stored all the same
+        log.info("endpoint %s: the daemon is gone; the run is stored, nothing to report to",
+                 name)
     return 0
 
 

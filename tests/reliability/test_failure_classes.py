@@ -465,8 +465,13 @@ def test_a_killed_daemon_leaves_no_temporary_file(tmp_path: Path) -> None:
         log = tmp_path / "d.log"
         wait_until(lambda: "stopping: no new call" in log.read_text(errors="replace"), 60)
         gate.released.set()  # the two calls on the wire end and are kept
-        wait_until(lambda: any(r.status != "running"
-                               for r in Store(tmp_path / "monitor.duckdb").runs()), 120)
+        # The child logs this once it has stored the run as interrupted. The database is
+        # read only then: a reader polling it meanwhile could hold the file's lock just
+        # when the child writes the run's end.
+        wait_until(lambda: "run interrupted by shutdown" in log.read_text(errors="replace"),
+                   120)
+        wait_until(lambda: "nothing to report to" in log.read_text(errors="replace"), 60)
+        assert "Traceback" not in log.read_text(errors="replace")
         [run] = Store(tmp_path / "monitor.duckdb").runs()
         assert run.status == "interrupted", run  # resumable by the next daemon
     assert list(scratch.iterdir()) == []
