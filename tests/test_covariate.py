@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from monitor.catalog import Catalog
-from monitor.stats import adjust, md_rows
+from monitor.stats import adjust, base_table, md_rows
 from monitor.store import Store, UnitScores
 from tests.support.db import rows
 from tests.support.helpers import DirectSimClient, sim_daemon, write_config
@@ -52,11 +52,12 @@ def _runs(persistence: float, shift: float, reps: int = 300, n: int = 40
     countries, fixed = _population(rng)
     base = _units(np.arange(POP), countries, fixed, persistence, rng)
     m = next(r.md for r in md_rows(base, LOCAL) if r.country == "C0" and r.scenario == "all")
+    table = base_table(base, LOCAL)
     raw, adj, used = [], [], []
     for _ in range(reps):
         run = _units(rng.choice(POP, n, replace=False), countries, fixed, persistence, rng,
                      shift)
-        cells, pers = adjust(run, base, LOCAL)
+        cells, pers = adjust(run, table, LOCAL)
         raw.append(cells["C0"].raw)
         adj.append(cells["C0"].md)
         used.append(pers.used)
@@ -101,7 +102,7 @@ def test_triplets_the_baseline_never_asked_are_left_unadjusted() -> None:
     half = np.arange(POP // 2)
     base = _units(half, countries, fixed, 0.6, rng)
     run = _units(np.arange(POP // 2 - 20, POP // 2 + 20), countries, fixed, 0.6, rng)
-    cells, pers = adjust(run, base, LOCAL)
+    cells, pers = adjust(run, base_table(base, LOCAL), LOCAL)
     c0 = cells["C0"]
     assert 0 < c0.covered < c0.n
     if pers.used:

@@ -35,11 +35,11 @@ from monitor.daemon.topup import confirm
 from monitor.measure import ChatClient, RunOptions, RunResult, run_endpoint
 from monitor.measure.run import make_client
 from monitor.measure.sampling import Sampler
-from monitor.stats import MDRow, jsd_of
+from monitor.stats import jsd_of
 from monitor.store import Baseline, RunRow, StatRow, Store, Usage
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import Evaluation, evaluate
-from monitor.watch.evaluate import suspects
+from monitor.watch.evaluate import BaselineCache, suspects
 from monitor.watch.shape import compare, due
 from monitor.watch.topup import Verdict
 
@@ -68,7 +68,7 @@ class Daemon:
         self.clock = clock  # the budget's day
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
-        self._baseline_cache: dict[tuple[str, str], list[MDRow]] = {}
+        self._baseline_cache: BaselineCache = {}
 
     def count_failure(self, endpoint: str, why: str) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + 1
@@ -166,7 +166,7 @@ class Daemon:
                          endpoint.name, ", ".join(s.country for s in found))
                 return {}
             return await confirm(self.settings, self.catalog, self.store, endpoint, result.run,
-                                 found, client, room)
+                                 found, client, room, self._baseline_cache)
         except asyncio.CancelledError:
             raise
         except Exception:

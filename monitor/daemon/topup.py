@@ -33,7 +33,7 @@ from monitor.store import Baseline, RunRow, StatRow, Store
 from monitor.store import owner as owners
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import topup
-from monitor.watch.evaluate import Suspect, covariate
+from monitor.watch.evaluate import BaselineCache, Suspect, covariate
 
 __all__ = ["confirm", "topup_run_id"]
 
@@ -46,9 +46,11 @@ def topup_run_id(run_id: str, country: str) -> str:
 
 async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
                   run: RunRow, found: list[Suspect], client: ChatClient,
-                  max_cost_usd: float | None) -> dict[str, topup.Verdict]:
+                  max_cost_usd: float | None, cache: BaselineCache | None = None
+                  ) -> dict[str, topup.Verdict]:
     """Top up every suspected cell; the verdicts by country (also stored with the run).
-    `max_cost_usd`: what today's budget still allows (None: no cap)."""
+    `max_cost_usd`: what today's budget still allows (None: no cap); `cache`: the
+    baseline as evaluate reads it (monitor.watch.evaluate.BaselineCache)."""
     sampler = Sampler.of_run(catalog, run)
     own = {s.triplet.id for s in sampler.sample(run.run_index)}
     setup = setup_for(endpoint, run.languages, list(catalog.languages))
@@ -57,7 +59,7 @@ async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: 
     verdicts: dict[str, topup.Verdict] = {}
     for sus in found:
         v = await _one(settings, catalog, store, endpoint, run, sus, sampler, own, setup,
-                       client, guard, baseline)
+                       client, guard, baseline, cache)
         verdicts[sus.country] = v
         log.info("endpoint %s: run %s: top-up of %s (%s, CUSUM %.1f): %s after %d triplets, "
                  "MD %+.2f vs baseline %+.2f, SPRT %.1f nats", endpoint.name, run.run_id,
@@ -71,8 +73,8 @@ async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: 
 
 async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
                run: RunRow, sus: Suspect, sampler: Sampler, own: set[str], setup: Setup,
-               client: ChatClient, guard: CostGuard, baseline: Baseline | None
-               ) -> topup.Verdict:
+               client: ChatClient, guard: CostGuard, baseline: Baseline | None,
+               cache: BaselineCache | None) -> topup.Verdict:
     tp = settings.topup
     now = datetime.now(UTC)
     row = replace(run, run_id=topup_run_id(run.run_id, sus.country), triplets=0,
@@ -99,7 +101,7 @@ async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: End
             # The fresh triplets are in a calibration baseline too: the same covariate
             # as the run's own cells (the shown MD stays the raw one).
             adj = (await asyncio.to_thread(covariate, settings, catalog, store, [row.run_id],
-                                           run.languages, baseline))[0] if baseline else {}
+                                           run, baseline, cache))[0] if baseline else {}
             a = adj.get(sus.country)
             x, factor = (a.md, a.factor) if a is not None else (md, 1.0)
             value = float(topup.llr(n, x - sus.base.md, sus.base.se * math.sqrt(factor),

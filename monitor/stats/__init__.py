@@ -10,11 +10,12 @@
     engine.py    a run's (or many runs') statistics from the store
 """
 
-from monitor.stats.covariate import Adjusted, Persistence, adjust
+from monitor.stats.covariate import Adjusted, BaseTable, Persistence, adjust, base_table
 from monitor.stats.deviation import DeviationRow, deviation_rows
 from monitor.stats.engine import (
     CoverageRow,
     Summary,
+    base_table_of,
     covariate_of,
     deviation_of,
     jsd_of,
@@ -30,8 +31,9 @@ from monitor.stats.units import nullable, t975, t_interval
 from monitor.stats.weakness import LOCALITIES, WeaknessRow, weakness_rows
 
 __all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "Adjusted",
-           "CoverageRow", "DeviationRow", "JSDRow", "MDRow", "Persistence", "Summary",
-           "WeaknessRow", "adjust", "beyond", "covariate_of", "deviation_of", "deviation_rows",
-           "jsd_bits", "jsd_of", "jsd_rows", "jsd_significant", "local_pairs", "md_jsd_of",
-           "md_of", "md_rows", "nullable", "significant", "summarise", "t975", "t_interval",
-           "tested", "weakness_of", "weakness_rows"]
+           "BaseTable", "CoverageRow", "DeviationRow", "JSDRow", "MDRow", "Persistence",
+           "Summary", "WeaknessRow", "adjust", "base_table", "base_table_of", "beyond",
+           "covariate_of", "deviation_of", "deviation_rows", "jsd_bits", "jsd_of", "jsd_rows",
+           "jsd_significant", "local_pairs", "md_jsd_of", "md_of", "md_rows", "nullable",
+           "significant", "summarise", "t975", "t_interval", "tested", "weakness_of",
+           "weakness_rows"]

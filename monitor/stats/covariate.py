@@ -32,7 +32,7 @@ import numpy as np
 from monitor.stats.md import unit_d
 from monitor.store import UnitScores
 
-__all__ = ["MIN_PAIRS", "Adjusted", "Persistence", "adjust"]
+__all__ = ["MIN_PAIRS", "Adjusted", "BaseTable", "Persistence", "adjust", "base_table"]
 
 MIN_PAIRS = 20  # fewer pairs estimate rho too loosely for theta to pay
 
@@ -69,11 +69,21 @@ def _by_triplet(triplet: np.ndarray, d: np.ndarray) -> dict[int, float]:
     return dict(zip(keys.tolist(), (sums / counts).tolist(), strict=True))
 
 
-def adjust(run: UnitScores, base: UnitScores, local: list[tuple[str, str]]
+#: Per local pair index: the baseline's mean d per triplet hash, and its MD.
+BaseTable = dict[int, tuple[dict[int, float], float]]
+
+
+def base_table(base: UnitScores, local: list[tuple[str, str]]) -> BaseTable:
+    """The baseline's side of the adjustment, made once per baseline (a run, its
+    suspects and every batch of its top-ups are adjusted against it)."""
+    return {ci: (_by_triplet(base.triplet[idx], d), float(d.mean()))
+            for ci, idx, d in unit_d(base, local) if d.size}
+
+
+def adjust(run: UnitScores, base_d: BaseTable, local: list[tuple[str, str]]
            ) -> tuple[dict[str, Adjusted], Persistence]:
-    """The run's pooled cells with CUPED against the baseline, and the persistence."""
-    base_d = {ci: (_by_triplet(base.triplet[idx], d), float(d.mean()))
-              for ci, idx, d in unit_d(base, local) if d.size}
+    """The run's pooled cells with CUPED against the baseline (base_table), and the
+    persistence."""
     cells = []
     sxy = sxx = syy = 0.0
     pairs = 0

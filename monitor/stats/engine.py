@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from monitor.stats.covariate import Adjusted, Persistence, adjust
+from monitor.stats.covariate import Adjusted, BaseTable, Persistence, adjust, base_table
 from monitor.stats.deviation import DeviationRow, deviation_rows
 from monitor.stats.jsd import N_BOOT, N_PERM, JSDRow, jsd_rows
 from monitor.stats.md import MDRow, local_pairs, md_rows
@@ -20,8 +20,8 @@ from monitor.stats.weakness import WeaknessRow, weakness_rows
 from monitor.store import Store
 from monitor.vocab import CallStatus
 
-__all__ = ["CoverageRow", "Summary", "covariate_of", "deviation_of", "jsd_of", "md_jsd_of",
-           "md_of", "summarise", "weakness_of"]
+__all__ = ["CoverageRow", "Summary", "base_table_of", "covariate_of", "deviation_of",
+           "jsd_of", "md_jsd_of", "md_of", "summarise", "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
 
@@ -67,15 +67,21 @@ def md_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
         store.unit_scores(part, languages, countries, by_run=by_run, variant=variant), local)]
 
 
-def covariate_of(store: Store, run_ids: Sequence[str], base_run_ids: Sequence[str],
+def base_table_of(store: Store, base_run_ids: Sequence[str], languages: Sequence[str],
+                  local_countries: LocalCountries) -> BaseTable:
+    """The baseline's runs as a covariate table (monitor.stats.covariate.base_table)."""
+    local = local_pairs(languages, local_countries)
+    return base_table(store.unit_scores(sorted(base_run_ids), languages,
+                                        [c for c, _ in local]), local)
+
+
+def covariate_of(store: Store, run_ids: Sequence[str], table: BaseTable,
                  languages: Sequence[str], local_countries: LocalCountries
                  ) -> tuple[dict[str, Adjusted], Persistence]:
-    """The pooled cells of `run_ids` (pooled) with the baseline's runs as covariate."""
+    """The pooled cells of `run_ids` (pooled) with the baseline's table as covariate."""
     local = local_pairs(languages, local_countries)
-    countries = [c for c, _ in local]
-    run = store.unit_scores(sorted(run_ids), languages, countries)
-    base = store.unit_scores(sorted(base_run_ids), languages, countries)
-    return adjust(run, base, local)
+    run = store.unit_scores(sorted(run_ids), languages, [c for c, _ in local])
+    return adjust(run, table, local)
 
 
 def jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str], *,

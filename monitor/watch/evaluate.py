@@ -22,16 +22,25 @@ from typing import Any
 
 from monitor.catalog import Catalog
 from monitor.config import Settings
-from monitor.stats import Adjusted, MDRow, Persistence, Summary, covariate_of, md_of
+from monitor.stats import (
+    Adjusted,
+    BaseTable,
+    MDRow,
+    Persistence,
+    Summary,
+    base_table_of,
+    covariate_of,
+    md_of,
+)
 from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
 from monitor.vocab import POOLED, AlertState, LevelState
 from monitor.watch import topup
 from monitor.watch.baseline import auto_baseline, comparable, run_model
-from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, observe, step
+from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, Observation, observe, step
 from monitor.watch.movers import Mover, rank_movers
 
-__all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "covariate", "did_verdict",
-           "evaluate", "observed", "suspects"]
+__all__ = ["BaselineCache", "BaselineData", "Evaluation", "Suspect", "Transition",
+           "bias_or_leniency", "covariate", "did_verdict", "evaluate", "observed", "suspects"]
 
 TOP_MOVERS_SLACK = 3
 
@@ -129,30 +138,51 @@ class Suspect:
     base: MDRow  # the baseline's cell
 
 
-def _base_md(catalog: Catalog, store: Store, run: RunRow, baseline: Baseline,
-             cache: dict[tuple[str, str], list[MDRow]] | None) -> dict[tuple[str, str], MDRow]:
+@dataclass
+class BaselineData:
+    """A baseline as runs are compared with it, read once: its MD cells, and its
+    per-triplet d for the covariate (made when first asked for)."""
+
+    md: list[MDRow]
+    table: BaseTable | None = None
+
+    def cells(self) -> dict[tuple[str, str], MDRow]:
+        return {(r.scenario, r.country): r for r in self.md}
+
+
+#: Owned by the caller: (endpoint, baseline set_at) -> its data; one run's suspects,
+#: top-ups and evaluation share it.
+BaselineCache = dict[tuple[str, str], BaselineData]
+
+
+def _baseline_data(catalog: Catalog, store: Store, run: RunRow, baseline: Baseline,
+                   cache: BaselineCache | None) -> BaselineData:
     key = (run.endpoint, str(baseline.set_at))
-    base_md = cache.get(key) if cache is not None else None
-    if base_md is None:
-        base_md = md_of(store, baseline.run_ids, run.languages, catalog.languages)
+    data = cache.get(key) if cache is not None else None
+    if data is None:
+        data = BaselineData(md_of(store, baseline.run_ids, run.languages, catalog.languages))
         if cache is not None:
             cache.clear()
-            cache[key] = base_md
-    return {(r.scenario, r.country): r for r in base_md}
+            cache[key] = data
+    return data
 
 
 def covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
-              languages: list[str], baseline: Baseline
+              run: RunRow, baseline: Baseline, cache: BaselineCache | None
               ) -> tuple[dict[str, Adjusted], Persistence | None]:
-    """The pooled cells of `run_ids` with the baseline's answers as covariate (CUPED,
-    monitor.stats.covariate); nothing when baseline.covariate is off."""
+    """The pooled cells of `run_ids` (run's, or its top-up's) with the baseline's answers
+    as covariate (CUPED, monitor.stats.covariate); nothing when baseline.covariate is off
+    or the adjustment does not pay."""
     if not settings.baseline.covariate:
         return {}, None
-    adj, pers = covariate_of(store, run_ids, baseline.run_ids, languages, catalog.languages)
+    data = _baseline_data(catalog, store, run, baseline, cache)
+    if data.table is None:
+        data.table = base_table_of(store, baseline.run_ids, run.languages, catalog.languages)
+    adj, pers = covariate_of(store, run_ids, data.table, run.languages, catalog.languages)
     return (adj if pers.used else {}), pers
 
 
-def observed(r: MDRow, b: MDRow | None, adj: dict[str, Adjusted]) -> Any:
+def observed(r: MDRow, b: MDRow | None, adj: dict[str, Adjusted]) -> Observation | None:
     """drift.observe, with the covariate where it is used (pooled cells only)."""
     a = adj.get(r.country) if r.scenario == POOLED else None
     if a is None:
@@ -167,7 +197,7 @@ def _prev(old: Any) -> CellState:
 
 
 def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, summary: Summary,
-             *, cache: dict[tuple[str, str], list[MDRow]] | None = None) -> list[Suspect]:
+             *, cache: BaselineCache | None = None) -> list[Suspect]:
     """The pooled cells a top-up should confirm before this run is evaluated (nothing
     is stored): compared cells, not FIRING, whose CUSUM would pass topup.suspect_h."""
     if not settings.topup.enabled:
@@ -175,9 +205,9 @@ def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
     baseline = store.baseline(run.endpoint)
     if baseline is None or comparable(baseline, run, run_model(run, summary.model_ids)):
         return []
-    base = _base_md(catalog, store, run, baseline, cache)
+    base = _baseline_data(catalog, store, run, baseline, cache).cells()
     saved = store.alert_states(run.endpoint)
-    adj, _ = covariate(settings, catalog, store, [run.run_id], run.languages, baseline)
+    adj, _ = covariate(settings, catalog, store, [run.run_id], run, baseline, cache)
     t = settings.thresholds
     out = []
     for r in summary.md:
@@ -220,7 +250,7 @@ def _after_topup(new: CellState, v: topup.Verdict, settings: Settings) -> CellSt
 
 def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, summary: Summary,
              *, now: datetime | None = None,
-             cache: dict[tuple[str, str], list[MDRow]] | None = None,
+             cache: BaselineCache | None = None,
              verdicts: dict[str, topup.Verdict] | None = None) -> Evaluation:
     """`cache` (owned by the caller) keeps the baseline's MD between runs; `verdicts`
     are this run's top-ups, by country (monitor.measure.topup)."""
@@ -234,13 +264,13 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         return Evaluation(run.endpoint, run.run_id, baseline, False, note)
     if (why := comparable(baseline, run, model)) is not None:
         return Evaluation(run.endpoint, run.run_id, baseline, False, why)
-    base = _base_md(catalog, store, run, baseline, cache)
+    base = _baseline_data(catalog, store, run, baseline, cache).cells()
     saved = store.alert_states(run.endpoint)
     verdicts = verdicts or {}
     ev = Evaluation(run.endpoint, run.run_id, baseline, True, "compared with the baseline")
     ev.fingerprint_note = _fingerprint_change(store, run.endpoint, run.run_id)
-    adj, ev.persistence = covariate(settings, catalog, store, [run.run_id], run.languages,
-                                    baseline)
+    adj, ev.persistence = covariate(settings, catalog, store, [run.run_id], run, baseline,
+                                    cache)
     t = settings.thresholds
     rows: list[CellRecord] = []
     events: list[AlertEvent] = []
