@@ -129,7 +129,7 @@ def plan_command(args: Any) -> int:
     base_arg = (int(_number(args.baseline_triplets, "--baseline-triplets", 1, whole=True))
                 if args.baseline_triplets is not None else None)
     pers_arg = (_number(args.persistence, "--persistence", 0.0)
-                if getattr(args, "persistence", None) is not None else None)
+                if args.persistence is not None else None)
     if pers_arg is not None and not 0 <= pers_arg < 1:
         raise UsageError(f"--persistence {args.persistence}: must lie in [0, 1)")
     endpoints = [settings.endpoint(n) for n in args.endpoint or [e.name for e in
@@ -156,11 +156,11 @@ def plan_command(args: Any) -> int:
             rho, rho_source = 0.0, "baseline.covariate is off"
         # With the baseline as covariate the detector sees (1 - rho^2) of the variance
         # (monitor.stats.covariate): the same detector at a smaller sd.
-        top = _topup(settings, cells, sd * math.sqrt(1 - rho**2), delta, fa, within, fixed)
+        sd_seen = sd * math.sqrt(1 - rho**2)
+        top = _topup(settings, cells, sd_seen, delta, fa, within, fixed)
         if top is not None:
             top["persistence"] = {"rho": round(rho, 4), "source": rho_source,
-                                  "sd_seen_by_the_detector": round(sd * math.sqrt(1 - rho**2),
-                                                                   4)}
+                                  "sd_seen_by_the_detector": round(sd_seen, 4)}
         per_call, note = cost_per_call(ep, usage)
         tokens = (None if usage["input_tokens"] is None
                   else usage["input_tokens"] + (usage["output_tokens"] or 0.0))
@@ -221,13 +221,12 @@ def _topup_text(r: dict[str, Any]) -> list[str]:
                 f"{x['triplets_asked_shifted'] * langs:.0f} while a shift is confirmed, at "
                 f"most {x['triplets_asked_max'] * langs}")
     best = top["plan"]
-    pers = top.get("persistence") or {"rho": 0.0}
+    pers = top["persistence"]
     cov = ([f"  the baseline as covariate (CUPED): persistence {pers['rho']:g} "
             f"({pers['source']}), so the detector sees an sd of "
             f"{pers['sd_seen_by_the_detector']:g}"] if pers["rho"] > 0 else [])
     return [*cov, f"  with the top-up (suspect_h {top['suspect_h']:g}, alpha {top['alpha']:g}, "
-            f"beta "
-            f"{top['beta']:g}, batches of {top['batch_triplets']} up to "
+            f"beta {top['beta']:g}, batches of {top['batch_triplets']} up to "
             f"{top['max_triplets']} triplets):",
             "    plan: " + (line(best) if best else "not reachable on the grid"),
             "    now:  " + line(top["current"])]

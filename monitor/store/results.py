@@ -1,7 +1,7 @@
 """Calls, scores and run statistics: written in batches, read by named questions.
 
 Results are written in batches as they arrive, one columnar INSERT per table
-per batch (lists unnested inside DuckDB, never row-by-row executemany),
+per batch (lists unnested inside DuckDB, never a parameterised insert per row),
 calls and their scores in one transaction. The primary key (run_id,
 triplet_id, language) makes a resumed run idempotent: a re-asked call
 replaces its failed row, nothing is duplicated. A score row exists only for
