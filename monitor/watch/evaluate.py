@@ -205,6 +205,7 @@ def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
     baseline = store.baseline(run.endpoint)
     if baseline is None or comparable(baseline, run, run_model(run, summary.model_ids)):
         return []
+    cache = {} if cache is None else cache  # the MD and the covariate read it once
     base = _baseline_data(catalog, store, run, baseline, cache).cells()
     saved = store.alert_states(run.endpoint)
     adj, _ = covariate(settings, catalog, store, [run.run_id], run, baseline, cache)
@@ -264,6 +265,7 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         return Evaluation(run.endpoint, run.run_id, baseline, False, note)
     if (why := comparable(baseline, run, model)) is not None:
         return Evaluation(run.endpoint, run.run_id, baseline, False, why)
+    cache = {} if cache is None else cache  # the MD and the covariate read it once
     base = _baseline_data(catalog, store, run, baseline, cache).cells()
     saved = store.alert_states(run.endpoint)
     verdicts = verdicts or {}
