@@ -70,6 +70,38 @@ def test_md_and_did_by_hand(tmp_path: Path) -> None:
         ("CN", "university"), ("CN", "all")]
 
 
+def test_a_thin_scenario_cell_takes_its_pooled_cells_spread(tmp_path: Path) -> None:
+    # university: two CN units with the same d = +1 (own sd 0: a zero-width CI);
+    # travel: six with d = 0.5 * (i - 2.5) / 2.5 + 1 spread; relocation: one.
+    rows = [r for i in range(2) for r in _rows(
+        f"u{i}", "university", {"A": "CN", "B": "US", "C": "FR"},
+        {"en": {"A": 6, "B": 7, "C": 5}, "zh": {"A": 8, "B": 7, "C": 5}})]
+    for i in range(6):
+        rows += _rows(f"t{i}", "travel", {"A": "CN", "B": "US", "C": "FR"},
+                      {"en": {"A": 5, "B": 6, "C": 6}, "zh": {"A": 5 + 2 * (i % 3), "B": 6,
+                                                              "C": 6}})
+    rows += _rows("r0", "relocation", {"A": "CN", "B": "US", "C": "FR"},
+                  {"en": {"A": 4, "B": 6, "C": 6}, "zh": {"A": 7, "B": 6, "C": 6}})
+    md = md_of(_store(tmp_path, rows), ["r"], ["en", "zh"], {"en": ["US"], "zh": ["CN"]})
+    pooled, uni = _cell(md, "all", "CN"), _cell(md, "university", "CN")
+    rel, travel = _cell(md, "relocation", "CN"), _cell(md, "travel", "CN")
+    d = [1.0, 1.0] + [(2 * (i % 3)) / 2 for i in range(6)] + [1.5]  # zh - mean(en, zh)
+    assert pooled.n == 9 and pooled.md == pytest.approx(float(np.mean(d)))
+    sd = float(np.std(d, ddof=1))
+    t8 = 2.306004135
+    assert uni.n == 2 and uni.md == pytest.approx(1.0)
+    assert (uni.ci_lower, uni.ci_upper) == pytest.approx(
+        (1.0 - t8 * sd / math.sqrt(2), 1.0 + t8 * sd / math.sqrt(2)))
+    assert uni.se == pytest.approx(sd / math.sqrt(2))
+    # n = 1: an interval at last, at the pooled spread
+    assert rel.n == 1 and rel.ci_upper - rel.ci_lower == pytest.approx(2 * t8 * sd)
+    # n >= MIN_CELL_N (5): its own spread, its own degrees of freedom
+    own = float(np.std(d[2:8], ddof=1))
+    assert travel.n == 6 and travel.ci_upper - travel.md == pytest.approx(
+        2.570581836 * own / math.sqrt(6))
+    assert rel.ci_lower <= rel.md <= rel.ci_upper
+
+
 def test_md_is_exact_whatever_the_summation_order(tmp_path: Path) -> None:
     # 1/6 is not a binary fraction: float sums of many d's drift with their order;
     # the engine sums integers, so one run alone and the same run among others agree.

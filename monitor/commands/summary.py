@@ -82,7 +82,8 @@ def text_summary(res: RunResult, settings: Settings, storage: str) -> str:
         lines.append(f"  model id(s) returned: {', '.join(res.model_ids)}")
     lines.append("")
     lines.append(f"MD: local-language bias in score points (95% CI, n triplets); threshold "
-                 f"+-{limit:g}; * CI excludes 0 (n >= {MIN_CELL_N})")
+                 f"+-{limit:g}; * CI excludes 0 (n >= {MIN_CELL_N}); a scenario under "
+                 f"{MIN_CELL_N} triplets takes its country's pooled spread for its CI")
     pooled = [r for r in res.md if r.scenario == POOLED]
     if not pooled:
         lines.append("  no complete triplets: nothing to estimate (see coverage)")

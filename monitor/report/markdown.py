@@ -173,7 +173,8 @@ def render_markdown(reports: list[EndpointReport]) -> str:
         sim = " (simulated endpoint)" if rep.simulated else ""
         lines += [f"## {_md_cell(rep.endpoint)}: {_md_cell(rep.model)}{sim}", "",
                   f"Covers {_md_cell(rep.window)}. Bold: the 95% CI excludes 0 (n >= "
-                  f"{MIN_CELL_N}); italic: fewer than {MIN_CELL_N} triplets, never bold.", "",
+                  f"{MIN_CELL_N}); italic: fewer than {MIN_CELL_N} triplets, never bold (a "
+                  "scenario cell that thin takes its country's pooled spread for its CI).", "",
                   *_headline(rep)]
         if rep.scored:
             lines += [*_forest(rep), *_deviation(rep), *_jsd(rep), *_details(rep)]

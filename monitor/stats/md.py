@@ -11,9 +11,11 @@ A positive MD means C's options score higher when asked in C's language than
 on average over all languages; DiD tells bias (C's options move against the
 others asked in the same language) from a language-wide leniency (all move).
 Cells per scenario and pooled ("all": every unit of every scenario), for one
-run or many (one group each). Scores are integers (hundredths of a point) and
-each difference is scaled by 6 L 100 (k, the unit's options of the country,
-and 3 - k divide 6), so every sum is an exact integer: the estimate does not
+run or many (one group each). A per-scenario cell of fewer than MIN_CELL_N
+units takes its pooled cell's variance (and degrees of freedom) for its
+interval. Scores are integers (hundredths of a point) and each difference
+is scaled by 6 L 100 (k, the unit's options of the country, and 3 - k
+divide 6), so every sum is an exact integer: the estimate does not
 depend on the order of summation, nor on what a run is batched with.
 """
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from monitor.stats.rules import MIN_CELL_N
 from monitor.stats.units import t_interval
 from monitor.store import UnitScores
 from monitor.vocab import POOLED
@@ -111,6 +114,16 @@ def unit_d(units: UnitScores, local: Sequence[tuple[str, str]]
     return [(ci, np.flatnonzero(has), d / scale) for ci, has, d, _, _ in _diffs(units, local)]
 
 
+def _borrow(n: np.ndarray, var: np.ndarray, dof: np.ndarray, pooled_n: np.ndarray,
+            pooled_var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A per-scenario cell under MIN_CELL_N units takes its pooled cell's variance and
+    degrees of freedom: two or three discrete differences give a spread of ~0 by
+    chance (a zero-width CI on n = 2), and none at all on n = 1; the pooled cell holds
+    the same country's units of every scenario."""
+    thin = (n < MIN_CELL_N) & (pooled_n > n) & (pooled_n >= 2)
+    return np.where(thin, pooled_var, var), np.where(thin, pooled_n - 1.0, dof)
+
+
 def md_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[MDRow]:
     """The cells, ordered by group (sorted: run ids sort by time), country (as
     `local`), then scenario (sorted, the pooled cell last)."""
@@ -127,11 +140,20 @@ def md_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[MDRow]:
             key = (g * n_scen + scen) * len(local) + ci
             parts.append(_sums(key, np.ones_like(d), d, d * d, (m > 0).astype(np.int64),
                                e, e * e))
-    for key, (n, s1, s2, ne, e1, e2) in parts:
+    for j, (key, (n, s1, s2, ne, e1, e2)) in enumerate(parts):
         md, var = _mean_var(n, s1, s2, scale)
-        se, lo, hi = t_interval(n, md, var)
         did, var_e = _mean_var(ne, e1, e2, scale)
-        _, dlo, dhi = t_interval(ne, did, var_e)
+        dof, dof_e = n - 1.0, ne - 1.0
+        if j % 2 == 0:  # per scenario: parts[j + 1] is the same country pooled
+            pkey, (pn, p1, p2, pne, pe1, pe2) = parts[j + 1]
+            at = np.searchsorted(pkey, (key // len(local) // n_scen * n_scen + n_scen - 1)
+                                 * len(local) + key % len(local))
+            _, pv = _mean_var(pn, p1, p2, scale)
+            _, pve = _mean_var(pne, pe1, pe2, scale)
+            var, dof = _borrow(n, var, dof, pn[at], pv[at])
+            var_e, dof_e = _borrow(ne, var_e, dof_e, pne[at], pve[at])
+        se, lo, hi = t_interval(n, md, var, dof)
+        _, dlo, dhi = t_interval(ne, did, var_e, dof_e)
         for i, kv in enumerate(key.tolist()):
             ci = kv % len(local)
             scen = (kv // len(local)) % n_scen

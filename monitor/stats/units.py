@@ -20,15 +20,18 @@ def t975(dof: np.ndarray | float) -> np.ndarray:
     return out
 
 
-def t_interval(n: np.ndarray, mean: np.ndarray, var: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(se, lower, upper) of 95% t-intervals; NaN where n < 2."""
+def t_interval(n: np.ndarray, mean: np.ndarray, var: np.ndarray,
+               dof: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(se, lower, upper) of 95% t-intervals with `dof` degrees of freedom (default n -
+    1: the variance is the cell's own); NaN where the variance or the dof is missing."""
     n = np.asarray(n, dtype=float)
-    ok = n >= 2
+    v = np.asarray(var, dtype=float)
+    df = n - 1.0 if dof is None else np.asarray(dof, dtype=float)
+    ok = (n >= 1) & (df >= 1) & np.isfinite(v)
     se = np.full(n.shape, math.nan)
-    se[ok] = np.sqrt(np.asarray(var, dtype=float)[ok] / n[ok])
+    se[ok] = np.sqrt(v[ok] / n[ok])
     half = np.full(n.shape, math.nan)
-    half[ok] = t975(n[ok] - 1) * se[ok]
+    half[ok] = t975(df[ok]) * se[ok]
     return se, mean - half, mean + half
 
 
