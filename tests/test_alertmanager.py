@@ -121,13 +121,17 @@ def alert(name: str, **labels: str) -> dict[str, Any]:
                        **labels}}
 
 
-def statuses(base: str, want: int) -> dict[str, dict[str, Any]]:
-    deadline = time.monotonic() + 10
+def statuses(base: str, want: int, settled: str) -> dict[str, dict[str, Any]]:
+    """The alerts' statuses once `want` are listed and the alert `settled` (name/endpoint)
+    shows as suppressed, or after 20 s: Alertmanager lists an alert as soon as it is
+    posted and applies the inhibition rules to it a moment later (under load, later)."""
+    deadline = time.monotonic() + 20
     while True:
-        got = api(f"{base}/alerts")
-        if len(got) >= want or time.monotonic() > deadline:
-            return {f"{a['labels']['alertname']}/{a['labels'].get('endpoint', '')}": a["status"]
-                    for a in got}
+        got = {f"{a['labels']['alertname']}/{a['labels'].get('endpoint', '')}": a["status"]
+               for a in api(f"{base}/alerts")}
+        done = len(got) >= want and got.get(settled, {}).get("state") == "suppressed"
+        if done or time.monotonic() > deadline:
+            return got
         time.sleep(0.1)
 
 
@@ -139,7 +143,7 @@ def test_a_stale_run_inhibits_the_bias_alerts_of_its_endpoint(alertmanager: str)
               severity="page"),
         alert("BiasMonitorRunStale", endpoint="a", cause="last_run_old", severity="warning"),
     ])
-    got = statuses(alertmanager, 3)
+    got = statuses(alertmanager, 3, "BiasMonitorBiasFiring/a")
     assert got["BiasMonitorBiasFiring/a"]["state"] == "suppressed"
     assert got["BiasMonitorBiasFiring/a"]["inhibitedBy"]
     # Another endpoint, still measured, keeps its page; the stale alert pages.
@@ -155,6 +159,6 @@ def test_no_run_recorded_inhibits_every_bias_alert_of_the_job(alertmanager: str)
                     "cause": "no_run_recorded", "severity": "warning"}},
         alert("BiasMonitorDown", severity="warning"),
     ])
-    got = statuses(alertmanager, 3)
+    got = statuses(alertmanager, 3, "BiasMonitorLevelBeyondThreshold/a")
     assert got["BiasMonitorLevelBeyondThreshold/a"]["state"] == "suppressed"
     assert got["BiasMonitorDown/"]["state"] == "active"  # operational alerts are not inhibited

@@ -283,6 +283,9 @@ def test_monitor_run_against_the_teams_own_api(tmp_path: Path,
                 sampling={"triplets_per_run": 6},
                 baseline={"auto_min_triplets": 6},
                 alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}},
+                # No report after each run (about 1.5 s each): the served report is
+                # tested in test_daemon_process.py and test_site.py.
+                report={"enabled": False},
                 metrics={"host": "127.0.0.1", "port": port})
 
         db = tmp_path / "monitor.duckdb"

@@ -28,12 +28,11 @@ from monitor.measure.budget import CostGuard
 from monitor.measure.llm import ChatClient
 from monitor.measure.run import ask
 from monitor.measure.sampling import Sampler
-from monitor.stats import md_of
 from monitor.store import Baseline, RunRow, StatRow, Store
 from monitor.store import owner as owners
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import topup
-from monitor.watch.evaluate import BaselineCache, Suspect, covariate
+from monitor.watch.evaluate import BaselineCache, Suspect, md_and_covariate
 
 __all__ = ["confirm", "topup_run_id"]
 
@@ -81,7 +80,10 @@ async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: End
                   planned_calls=0, started_at=now, finished_at=None, status=RunStatus.TOPUP,
                   owner=owners.token(), heartbeat_at=now,
                   reason=f"top-up of {sus.country} for run {run.run_id}", attempts=1)
-    if await asyncio.to_thread(store.get_run, row.run_id) is None:
+    # A top-up row made here holds nothing yet, and each batch asks triplets no earlier
+    # batch did: only a resumed one needs its stored answers looked up.
+    resumed = await asyncio.to_thread(store.get_run, row.run_id) is not None
+    if not resumed:
         await asyncio.to_thread(store.create_run, row)
     asked, n, md, ci, value = 0, 0, math.nan, (math.nan, math.nan), 0.0
     decision = topup.UNDECIDED
@@ -91,17 +93,16 @@ async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: End
         if not specs:
             break  # every fresh triplet holding the country is asked
         not_asked = await ask(catalog, store, endpoint, row, setup, specs, client, guard,
-                              resumed=True, stop_status=None)
+                              resumed=True, stop_status=None, look_up=resumed)
         asked += len(specs)
-        cell = next((r for r in await asyncio.to_thread(
-            md_of, store, [row.run_id], run.languages, catalog.languages)
-            if r.scenario == POOLED and r.country == sus.country), None)
+        # The fresh triplets are in a calibration baseline too: the same covariate as
+        # the run's own cells (the shown MD stays the raw one).
+        rows, adj = await asyncio.to_thread(md_and_covariate, settings, catalog, store,
+                                            [row.run_id], run, baseline, cache)
+        cell = next((r for r in rows if r.scenario == POOLED and r.country == sus.country),
+                    None)
         if cell is not None and cell.n > 0:
             n, md, ci = cell.n, cell.md, (cell.ci_lower, cell.ci_upper)
-            # The fresh triplets are in a calibration baseline too: the same covariate
-            # as the run's own cells (the shown MD stays the raw one).
-            adj = (await asyncio.to_thread(covariate, settings, catalog, store, [row.run_id],
-                                           run, baseline, cache))[0] if baseline else {}
             a = adj.get(sus.country)
             x, factor = (a.md, a.factor) if a is not None else (md, 1.0)
             value = float(topup.llr(n, x - sus.base.md, sus.base.se * math.sqrt(factor),

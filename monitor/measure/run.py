@@ -190,12 +190,14 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
 async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, setup: Setup,
               specs: list[ProbeSpec], client: ChatClient, guard: CostGuard, *,
               progress: Progress | None = None, resumed: bool = False,
-              stop_status: RunStatus | None = RunStatus.INTERRUPTED) -> int:
-    """Ask every spec in every language of `run` (what is already stored is skipped),
-    storing answers as they arrive; returns how many calls were not asked (the
-    budget, a storage failure). On a signal or crash the run is marked
-    `stop_status` (None: left as it is) and the exception goes on."""
-    done = store.done_calls(run.run_id)
+              stop_status: RunStatus | None = RunStatus.INTERRUPTED, look_up: bool = True
+              ) -> int:
+    """Ask every spec in every language of `run` (what is already stored is skipped;
+    `look_up` False: the caller knows none of `specs` is), storing answers as they
+    arrive; returns how many calls were not asked (the budget, a storage failure). On
+    a signal or crash the run is marked `stop_status` (None: left as it is) and the
+    exception goes on."""
+    done = await asyncio.to_thread(store.done_calls, run.run_id) if look_up else set()
     todo = [(spec, lang) for spec in specs for lang in run.languages
             if (spec.triplet.id, lang) not in done]
     if progress:
@@ -273,8 +275,11 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
                else "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
                else f"interrupted by an error: {type(exc).__name__}")
         if stop_status is not None:
-            with contextlib.suppress(StoreError):
+            try:
                 await asyncio.to_thread(store.finish_run, run.run_id, stop_status, why)
+            except StoreError as failed:  # the answers are stored; the next start closes it
+                log.warning("run %s: could not be marked %s (%s); the next start closes "
+                            "it as an orphan", run.run_id, stop_status.value, failed)
         raise
     await drain()
     if progress:

@@ -19,6 +19,7 @@ from monitor.stats.engine import (
     covariate_of,
     deviation_of,
     jsd_of,
+    md_covariate_of,
     md_jsd_of,
     md_of,
     summarise,
@@ -34,6 +35,6 @@ __all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "A
            "BaseTable", "CoverageRow", "DeviationRow", "JSDRow", "MDRow", "Persistence",
            "Summary", "WeaknessRow", "adjust", "base_table", "base_table_of", "beyond",
            "covariate_of", "deviation_of", "deviation_rows", "jsd_bits", "jsd_of", "jsd_rows",
-           "jsd_significant", "local_pairs", "md_jsd_of", "md_of", "md_rows", "nullable",
-           "significant", "summarise", "t975", "t_interval", "tested", "weakness_of",
-           "weakness_rows"]
+           "jsd_significant", "local_pairs", "md_covariate_of", "md_jsd_of", "md_of", "md_rows",
+           "nullable", "significant", "summarise", "t975", "t_interval", "tested",
+           "weakness_of", "weakness_rows"]

@@ -21,7 +21,7 @@ from monitor.store import Store
 from monitor.vocab import CallStatus
 
 __all__ = ["CoverageRow", "Summary", "base_table_of", "covariate_of", "deviation_of",
-           "jsd_of", "md_jsd_of", "md_of", "summarise", "weakness_of"]
+           "jsd_of", "md_covariate_of", "md_jsd_of", "md_of", "summarise", "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
 
@@ -82,6 +82,16 @@ def covariate_of(store: Store, run_ids: Sequence[str], table: BaseTable,
     local = local_pairs(languages, local_countries)
     run = store.unit_scores(sorted(run_ids), languages, [c for c, _ in local])
     return adjust(run, table, local)
+
+
+def md_covariate_of(store: Store, run_ids: Sequence[str], table: BaseTable | None,
+                    languages: Sequence[str], local_countries: LocalCountries
+                    ) -> tuple[list[MDRow], tuple[dict[str, Adjusted], Persistence] | None]:
+    """md_of and covariate_of (None without a table) of `run_ids` pooled, from one read
+    of their units: a top-up reads its fresh data after every batch."""
+    local = local_pairs(languages, local_countries)
+    units = store.unit_scores(sorted(run_ids), languages, [c for c, _ in local])
+    return md_rows(units, local), None if table is None else adjust(units, table, local)
 
 
 def jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str], *,

@@ -30,6 +30,7 @@ from monitor.stats import (
     Summary,
     base_table_of,
     covariate_of,
+    md_covariate_of,
     md_of,
 )
 from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
@@ -40,7 +41,8 @@ from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, Observatio
 from monitor.watch.movers import Mover, rank_movers
 
 __all__ = ["BaselineCache", "BaselineData", "Evaluation", "Suspect", "Transition",
-           "bias_or_leniency", "covariate", "did_verdict", "evaluate", "observed", "suspects"]
+           "bias_or_leniency", "covariate", "did_verdict", "evaluate", "md_and_covariate",
+           "observed", "suspects"]
 
 TOP_MOVERS_SLACK = 3
 
@@ -175,11 +177,30 @@ def covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[
     or the adjustment does not pay."""
     if not settings.baseline.covariate:
         return {}, None
+    table = _table(settings, catalog, store, run, baseline, cache)
+    assert table is not None
+    adj, pers = covariate_of(store, run_ids, table, run.languages, catalog.languages)
+    return (adj if pers.used else {}), pers
+
+
+def md_and_covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
+                     run: RunRow, baseline: Baseline | None, cache: BaselineCache | None
+                     ) -> tuple[list[MDRow], dict[str, Adjusted]]:
+    """The MD of `run_ids` (a top-up's) and `covariate`'s adjusted cells, from one read."""
+    table = _table(settings, catalog, store, run, baseline, cache)
+    md, cov = md_covariate_of(store, run_ids, table, run.languages, catalog.languages)
+    return md, (cov[0] if cov is not None and cov[1].used else {})
+
+
+def _table(settings: Settings, catalog: Catalog, store: Store, run: RunRow,
+           baseline: Baseline | None, cache: BaselineCache | None) -> BaseTable | None:
+    """The baseline's covariate table, read once per baseline (None: no covariate)."""
+    if baseline is None or not settings.baseline.covariate:
+        return None
     data = _baseline_data(catalog, store, run, baseline, cache)
     if data.table is None:
         data.table = base_table_of(store, baseline.run_ids, run.languages, catalog.languages)
-    adj, pers = covariate_of(store, run_ids, data.table, run.languages, catalog.languages)
-    return (adj if pers.used else {}), pers
+    return data.table
 
 
 def observed(r: MDRow, b: MDRow | None, adj: dict[str, Adjusted]) -> Observation | None:

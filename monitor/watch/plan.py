@@ -34,8 +34,10 @@ __all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "TopupParams", "TopupSim", "cel
            "sd_from_md", "simulate", "simulate_topup"]
 
 H_GRID = np.arange(0.5, 16.01, 0.5)
-N_GRID = (10, 15, 20, 30, 40, 50, 60, 80, 100, 120, 150, 180, 200, 250, 300, 350, 400, 500,
-          600, 800, 1000, 1200, 1500, 2000, 3000, 5000, 8000)
+#: Run sizes the planner tries (bisected): steps of 5 triplets where real run sizes lie,
+#: so a plan is not 20% larger than it needs to be (issue 14, item 8: a fine grid).
+N_GRID = (*range(10, 200, 5), *range(200, 400, 25), 400, 450, 500, 600, 700, 800, 1000, 1200,
+          1500, 2000, 3000, 5000, 8000)
 POWER = 0.8
 SEED = 20261129
 REPS, RUNS, PRE = 400, 100, 5  # false alarms: 400 baselines x 100 runs; shift after 5 runs

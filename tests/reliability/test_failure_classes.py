@@ -473,7 +473,8 @@ def test_a_killed_daemon_leaves_no_temporary_file(tmp_path: Path) -> None:
         wait_until(lambda: "nothing to report to" in log.read_text(errors="replace"), 60)
         assert "Traceback" not in log.read_text(errors="replace")
         [run] = Store(tmp_path / "monitor.duckdb").runs()
-        assert run.status == "interrupted", run  # resumable by the next daemon
+        # resumable by the next daemon
+        assert run.status == "interrupted", (run, log.read_text(errors="replace")[-3000:])
     assert list(scratch.iterdir()) == []
 
 
