@@ -72,7 +72,7 @@ def test_md_and_did_by_hand(tmp_path: Path) -> None:
 
 def test_a_thin_scenario_cell_takes_its_pooled_cells_spread(tmp_path: Path) -> None:
     # university: two CN units with the same d = +1 (own sd 0: a zero-width CI);
-    # travel: six with d = 0.5 * (i - 2.5) / 2.5 + 1 spread; relocation: one.
+    # travel: six with d = 0, 1, 2, 0, 1, 2 (its own spread); relocation: one.
     rows = [r for i in range(2) for r in _rows(
         f"u{i}", "university", {"A": "CN", "B": "US", "C": "FR"},
         {"en": {"A": 6, "B": 7, "C": 5}, "zh": {"A": 8, "B": 7, "C": 5}})]

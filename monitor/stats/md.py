@@ -140,16 +140,15 @@ def md_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[MDRow]:
             key = (g * n_scen + scen) * len(local) + ci
             parts.append(_sums(key, np.ones_like(d), d, d * d, (m > 0).astype(np.int64),
                                e, e * e))
-    for j, (key, (n, s1, s2, ne, e1, e2)) in enumerate(parts):
-        md, var = _mean_var(n, s1, s2, scale)
-        did, var_e = _mean_var(ne, e1, e2, scale)
+    # Each cell's mean and variance once: a pooled cell's also serve its thin scenarios.
+    cells = [(key, n, ne, *_mean_var(n, s1, s2, scale), *_mean_var(ne, e1, e2, scale))
+             for key, (n, s1, s2, ne, e1, e2) in parts]
+    for j, (key, n, ne, md, var, did, var_e) in enumerate(cells):
         dof, dof_e = n - 1.0, ne - 1.0
-        if j % 2 == 0:  # per scenario: parts[j + 1] is the same country pooled
-            pkey, (pn, p1, p2, pne, pe1, pe2) = parts[j + 1]
+        if j % 2 == 0:  # per scenario: cells[j + 1] is the same country pooled
+            pkey, pn, pne, _, pv, _, pve = cells[j + 1]
             at = np.searchsorted(pkey, (key // len(local) // n_scen * n_scen + n_scen - 1)
                                  * len(local) + key % len(local))
-            _, pv = _mean_var(pn, p1, p2, scale)
-            _, pve = _mean_var(pne, pe1, pe2, scale)
             var, dof = _borrow(n, var, dof, pn[at], pv[at])
             var_e, dof_e = _borrow(ne, var_e, dof_e, pne[at], pve[at])
         se, lo, hi = t_interval(n, md, var, dof)

@@ -175,10 +175,9 @@ def covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[
     """The pooled cells of `run_ids` (run's, or its top-up's) with the baseline's answers
     as covariate (CUPED, monitor.stats.covariate); nothing when baseline.covariate is off
     or the adjustment does not pay."""
-    if not settings.baseline.covariate:
-        return {}, None
     table = _table(settings, catalog, store, run, baseline, cache)
-    assert table is not None
+    if table is None:
+        return {}, None
     adj, pers = covariate_of(store, run_ids, table, run.languages, catalog.languages)
     return (adj if pers.used else {}), pers
 
