@@ -22,8 +22,10 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from monitor.catalog import Catalog
 from monitor.config import Endpoint, Settings, Setup, setup_for
@@ -187,6 +189,25 @@ async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpo
                                    partial=guard.refused > 0)
 
 
+async def _despite_cancels(coro: Coroutine[Any, Any, None]) -> None:
+    """Await `coro` to its end even if this task is cancelled again meanwhile.
+
+    An interrupted run's cleanup (the paid calls on the wire, the last batch, the
+    interrupted mark) must not be cut short by a second SIGTERM: `monitor run`'s
+    child gets the parent-death signal once per thread of the dead daemon, and a
+    user or an orchestrator may send two. The cleanup is bounded (DRAIN_S, then
+    the store's own timeouts), so waiting for it is safe."""
+    inner = asyncio.ensure_future(coro)
+    while True:
+        try:
+            await asyncio.shield(inner)
+            return
+        except asyncio.CancelledError:
+            if inner.done():  # the cleanup itself was cancelled or raised: say so
+                raise
+            log.debug("a further cancel while stopping is ignored: the run is being stored")
+
+
 async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, setup: Setup,
               specs: list[ProbeSpec], client: ChatClient, guard: CostGuard, *,
               progress: Progress | None = None, resumed: bool = False,
@@ -197,11 +218,6 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
     arrive; returns how many calls were not asked (the budget, a storage failure). On
     a signal or crash the run is marked `stop_status` (None: left as it is) and the
     exception goes on."""
-    done = await asyncio.to_thread(store.done_calls, run.run_id) if look_up else set()
-    todo = [(spec, lang) for spec in specs for lang in run.languages
-            if (spec.triplet.id, lang) not in done]
-    if progress:
-        progress.start(run.run_id, len(todo))
     writer = Writer(store, run.run_id, resumed=resumed)
     writing = asyncio.create_task(writer.run())
     beating = asyncio.create_task(writer.heartbeat())
@@ -242,10 +258,18 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
         await writer.queue.put(None)
         await writing
 
-    wires = [Wire() for _ in todo]
-    tasks = [asyncio.ensure_future(one(spec, lang, w))
-             for (spec, lang), w in zip(todo, wires, strict=True)]
+    todo: list[tuple[ProbeSpec, str]] = []
+    wires: list[Wire] = []
+    tasks: list[asyncio.Future[None]] = []
     try:
+        done = await asyncio.to_thread(store.done_calls, run.run_id) if look_up else set()
+        todo = [(spec, lang) for spec in specs for lang in run.languages
+                if (spec.triplet.id, lang) not in done]
+        if progress:
+            progress.start(run.run_id, len(todo))
+        wires = [Wire() for _ in todo]
+        tasks = [asyncio.ensure_future(one(spec, lang, w))
+                 for (spec, lang), w in zip(todo, wires, strict=True)]
         # wait, not gather: a cancelled gather would cancel the calls on the wire too.
         if tasks:
             await asyncio.wait(tasks)
@@ -255,31 +279,35 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
         # Ctrl-C, SIGTERM or a crash of this process: keep what arrived (and what
         # is on its way), and leave the run resumable with --resume.
         stopping = True
-        # Only requests already out are paid for and worth their answer; a call still
-        # queued for a slot or an rpm token, or waiting to retry, is not asked.
-        flying = [t for t, w in zip(tasks, wires, strict=True) if not t.done() and w.on]
-        if flying and isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
-            msg = (f"stopping: no new call; the calls in flight are awaited for up to "
-                   f"{DRAIN_S:g} s")
-            if progress:
-                progress.note(msg)
-            log.info("run %s: %s", run.run_id, msg)
-            with contextlib.suppress(BaseException):
+
+        async def stop(exc: BaseException) -> None:
+            # Only requests already out are paid for and worth their answer; a call
+            # still queued for a slot or an rpm token, or waiting to retry, is not asked.
+            flying = [t for t, w in zip(tasks, wires, strict=True) if not t.done() and w.on]
+            if flying and isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                msg = (f"stopping: no new call; the calls in flight are awaited for up to "
+                       f"{DRAIN_S:g} s")
+                if progress:
+                    progress.note(msg)
+                log.info("run %s: %s", run.run_id, msg)
                 await asyncio.wait(flying, timeout=DRAIN_S)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await drain()
-        why = ("interrupted by a signal (SIGTERM, Ctrl-C) or shutdown"
-               if isinstance(exc, asyncio.CancelledError)
-               else "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
-               else f"interrupted by an error: {type(exc).__name__}")
-        if stop_status is not None:
-            try:
-                await asyncio.to_thread(store.finish_run, run.run_id, stop_status, why)
-            except StoreError as failed:  # the answers are stored; the next start closes it
-                log.warning("run %s: could not be marked %s (%s); the next start closes "
-                            "it as an orphan", run.run_id, stop_status.value, failed)
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await drain()
+            why = ("interrupted by a signal (SIGTERM, Ctrl-C) or shutdown"
+                   if isinstance(exc, asyncio.CancelledError)
+                   else "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt)
+                   else f"interrupted by an error: {type(exc).__name__}")
+            if stop_status is not None:
+                try:
+                    await asyncio.to_thread(store.finish_run, run.run_id, stop_status, why)
+                except StoreError as failed:  # answers stored; the next start closes it
+                    log.warning("run %s: could not be marked %s (%s); the next start "
+                                "closes it as an orphan", run.run_id, stop_status.value,
+                                failed)
+
+        await _despite_cancels(stop(exc))
         raise
     await drain()
     if progress:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,44 @@ def test_a_signal_waits_for_requests_out_not_for_calls_queued_for_a_token(
     [run] = store.runs()
     assert run.status == "interrupted"
     assert len(store.calls_frame([run.run_id])) == out  # the request that was out is kept
+
+
+def test_more_signals_while_stopping_cut_nothing_short(
+        tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
+    # `monitor run`'s child gets SIGTERM once per thread of a killed daemon, a few ms
+    # apart: each later cancel used to cut the stop short, the paid answers on the
+    # wire were dropped and the run stayed "running" instead of "interrupted".
+    gate = Gate(0, _answer)
+    with serve(gate) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2,
+                                                      max_retries=0)],
+                           sampling={"triplets_per_run": 4})
+        settings, _ = load_settings(cfg)
+        store = Store(settings.storage.path)
+
+        async def wait_for(what: str, cond: Callable[[], bool]) -> None:
+            deadline = time.monotonic() + 60
+            while not cond():
+                assert time.monotonic() < deadline, what
+                await asyncio.sleep(0.02)
+
+        async def main() -> int:
+            task = asyncio.ensure_future(run_endpoint(settings, shipped_catalog, store,
+                                                      settings.endpoints[0]))
+            await wait_for("two requests out", lambda: len(server.requests) >= 2)
+            task.cancel()
+            await wait_for("the run stopping", lambda: "stopping: no new call" in caplog.text)
+            for _ in range(3):
+                task.cancel()
+                await asyncio.sleep(0)  # let each one land in the stop
+            gate.released.set()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 45)
+            return len(server.requests)
+
+        with caplog.at_level("INFO", logger="monitor.measure.run"):
+            out = asyncio.run(main())
+    assert out == 2
+    [run] = store.runs()
+    assert run.status == "interrupted"
+    assert len(store.calls_frame([run.run_id])) == out  # both paid answers kept
