@@ -162,10 +162,10 @@ def test_plan_reports_the_detector_with_its_top_up(tmp_path: Path,
     cfg = write_config(tmp_path, [SIM], sampling={"triplets_per_run": 40})
     doc = _plan(cfg, capsys, "--sd", "0.95", "--baseline-triplets", "3000")
     top = doc["plans"][0]["topup"]
-    assert top["suspect_h"] == 2.5 and top["max_triplets"] == 150
+    assert top["suspect_h"] == 2.5 and top["max_triplets"] == 300
     now = top["current"]
     assert now["triplets_per_run"] == 40 and now["triplets_asked_mean"] > 40
-    assert now["triplets_asked_max"] <= 40 + 9 * 150
+    assert now["triplets_asked_max"] <= 40 + 9 * 300
     assert 0 <= now["false_alarms_per_100"] <= now["false_alarms_per_100_spread"]["max"]
     assert top["plan"] is None or top["plan"]["p_detect"] >= 0.8
     (tmp_path / "off").mkdir()

@@ -34,13 +34,13 @@ class Topup(BaseModel):
                                             "in the same run before paging.")
     suspect_h: float = Field(2.5, gt=0, le=100,
                              description="CUSUM level (nats) at which a pooled cell is topped up.")
-    alpha: float = Field(0.002, gt=0, lt=0.5,
+    alpha: float = Field(0.0001, gt=0, lt=0.5,
                          description="Chance a top-up confirms a shift that is not there.")
     beta: float = Field(0.1, gt=0, lt=0.5,
                         description="Chance a top-up dismisses a real shift of drift_md_points.")
-    batch_triplets: int = Field(10, ge=1, le=10_000,
+    batch_triplets: int = Field(5, ge=1, le=10_000,
                                 description="Fresh triplets holding the country per batch.")
-    max_triplets: int = Field(150, ge=1, le=100_000,
+    max_triplets: int = Field(300, ge=1, le=100_000,
                               description="At most this many per cell per run (each asked in "
                                           "every language).")
 
