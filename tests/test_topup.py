@@ -150,7 +150,10 @@ def test_a_suspicion_on_noise_is_dismissed_and_that_side_restarts(
         tmp_path: Path, shipped_catalog: Catalog) -> None:
     # A hair-trigger suspect level makes every drift of noise a suspect: fresh data
     # then dismisses it (no shift is there) and the cell stays OK.
-    daemon, store = _daemon(tmp_path, shipped_catalog, suspect_h=0.05)
+    # Batches of 10 up to 150 (not the defaults, 5 up to 300): a top-up of every cell
+    # in every run is this test's point, and the defaults' longer ones only cost time.
+    daemon, store = _daemon(tmp_path, shipped_catalog, suspect_h=0.05, batch_triplets=10,
+                            max_triplets=150)
     asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 7))
     verdicts = [(r, k, json.loads(e)) for r, k, e in rows(
         store.path, "SELECT run_id, key, extra FROM run_stats WHERE kind = 'topup'")]
