@@ -84,15 +84,8 @@ def child_main(argv: list[str] | None = None) -> int:
     async def main() -> None:
         job = asyncio.ensure_future(daemon.run_job(args.endpoint))
         loop = asyncio.get_running_loop()
-
-        def stop() -> None:
-            # Once: the kernel sends the parent-death signal again for every thread of
-            # the dead daemon it reparents this child to, a few ms apart.
-            if not job.cancelling():
-                job.cancel()
-
         for sig in (signal.SIGTERM, signal.SIGINT):  # interrupt the run, store it, exit 0
-            loop.add_signal_handler(sig, stop)
+            loop.add_signal_handler(sig, job.cancel)
         await job
 
     asyncio.run(main())

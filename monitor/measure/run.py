@@ -203,7 +203,7 @@ async def _despite_cancels(coro: Coroutine[Any, Any, None]) -> None:
             await asyncio.shield(inner)
             return
         except asyncio.CancelledError:
-            if inner.done():  # the cleanup itself was cancelled or raised: say so
+            if inner.done():  # the cleanup itself was cancelled (the loop is closing)
                 raise
             log.debug("a further cancel while stopping is ignored: the run is being stored")
 
