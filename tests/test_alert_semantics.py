@@ -26,9 +26,12 @@ SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 64, "rpm": 1
 
 
 def _daemon(tmp_path: Path, catalog: Catalog, url_env: str, *, triplets: int, base_runs: int,
-            **alerts: Any) -> tuple[Daemon, Store]:
+            languages: list[str] | None = None, **alerts: Any) -> tuple[Daemon, Store]:
+    sampling: dict[str, Any] = {"triplets_per_run": triplets}
+    if languages:
+        sampling["languages"] = languages
     cfg = write_config(tmp_path, [{**SIM, "params": {"bias_points": 0.0}}],
-                       sampling={"triplets_per_run": triplets},
+                       sampling=sampling,
                        baseline={"auto_min_triplets": triplets * base_runs},
                        alerts={"slack": {"webhook_url_env": url_env}, **alerts})
     daemon, _, store = sim_daemon(cfg, catalog)

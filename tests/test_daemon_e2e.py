@@ -91,7 +91,10 @@ def test_bias_raised_fires_once_survives_sigkill_and_recovers(
                                        max_concurrency=16,
                                        cost_per_1k_tokens={"input": 0.001, "output": 0.002})],
             schedule={"every": "2s", "cron": None},
-            sampling={"triplets_per_run": 60, "scenarios": ["university"]},
+            # Two languages: the CN cell is all this test watches, and a third of the
+            # calls keeps the dozen runs it needs short.
+            sampling={"triplets_per_run": 60, "scenarios": ["university"],
+                      "languages": ["en", "zh"]},
             # A 4-run baseline: shorter ones carry enough estimation error to
             # drift-page on noise within a test's dozen runs.
             baseline={"auto_min_triplets": 240},
