@@ -86,6 +86,19 @@ def test_sustained_drift_goes_pending_then_firing_and_resolves_only_on_recovery(
     assert calm[first_ok].s_plus == 0.0 and calm[first_ok].alarm_runs == 0
 
 
+def test_a_page_starts_at_the_cap_so_every_page_needs_the_same_evidence_to_resolve() -> None:
+    # 0.55 at n=20 adds 2.9 nats a run: 8.6 when it pages at the 3rd run, set to the
+    # cap (10), not left where it was (from h, a persistent shift's sum fell back to 0
+    # in ~1e-3 of pages).
+    states = run([0.55] * 3)
+    assert [s.state for s in states] == [OK, PENDING, FIRING]
+    assert states[-1].s_plus == CAP_H * KW["h"]
+    code, up, _, _ = advance(np.array([1, 1]), np.array([6.0, 6.0]), np.zeros(2),
+                             np.ones(2, int), np.array([0.3, 0.3]), np.array([0.05, 0.05]),
+                             np.array([True, False]), delta=0.5, h=5.0, min_runs_firing=2)
+    assert list(code) == [2, 1] and list(up) == [10.0, 6.0]  # a cell not measured keeps all
+
+
 def test_downward_drift_is_detected_too() -> None:
     states = run([-0.5] * 4)  # 2.4 nats a run: above h at the 3rd, FIRING at the 4th
     assert [s.state for s in states] == [OK, OK, PENDING, FIRING]

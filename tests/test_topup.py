@@ -52,8 +52,8 @@ def test_apply_pages_dismisses_or_keeps_pending() -> None:
     assert list(d) == [0.0] * 5
     # firing / ok / as the CUSUM had it / firing kept / not asked
     assert list(s) == [2, 0, 0, 2, 0]
-    # a confirmed sum is raised to h, a dismissed one restarts
-    assert list(u) == [7.0, 0.0, 3.0, 0.0, 3.0] and list(r) == [1, 0, 1, 0, 1]
+    # a confirmed sum starts at the cap 2h, as any page does; a dismissed one restarts
+    assert list(u) == [14.0, 0.0, 3.0, 0.0, 3.0] and list(r) == [1, 0, 1, 0, 1]
     hot, side = topup.suspect(np.array([0, 2, 1]), np.array([3.0, 9.0, 0.0]),
                               np.array([0.0, 0.0, 2.6]), 2.5)
     assert list(hot) == [True, False, True] and list(side) == [1, 1, -1]

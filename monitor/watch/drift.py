@@ -13,7 +13,8 @@
   the run's own SE (a handful of discrete scores) never enters.
 - Alarm when max(S+, S-) > h (thresholds.cusum_h, in nats). While alarmed a
   sum is capped at CAP_H * h, so the evidence for a shift is bounded and can
-  be used up again.
+  be used up again; a page sets its side's sum to that cap, so every page
+  needs the same CAP_H * h nats against the shift to resolve.
 - States: OK -> PENDING (a sum above h) -> FIRING (above h in
   alerts.min_runs_firing consecutive runs). PENDING or FIRING -> OK only on
   real recovery: both sums back at 0, i.e. the runs since have given as much
@@ -131,6 +132,13 @@ def advance(state: np.ndarray, s_plus: np.ndarray, s_minus: np.ndarray,
     new = np.where(valid & (new > 0) & (runs >= min_runs_firing), 2, new)
     new = np.where(valid & active & (up <= 0) & (down <= 0), 0, new)
     cap = CAP_H * np.asarray(h, float)
+    # A page starts its hot side at the cap: resolving then takes CAP_H * h nats of
+    # evidence against the shift, whatever the sum was when it paged. From h alone a
+    # persistent shift's sum falls back to 0 with probability up to e^-h (~1e-3 at
+    # h = 7) per page; from the cap e^-2h (~1e-6).
+    paged = (new == 2) & (state != 2)
+    up = np.where(paged & (up > h), cap, up)
+    down = np.where(paged & (down > h), cap, down)
     return new.astype(np.int8), np.minimum(up, cap), np.minimum(down, cap), runs
 
 
@@ -176,7 +184,8 @@ def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: fl
                   prev.reason or f"drift {side}: CUSUM {max(s_plus, s_minus):.1f}")
     elif prev.state != OK:
         reason = (f"recovered: the runs since gave as much evidence against a "
-                  f"{drift_points:g}-point shift as there was for it (CUSUM back to 0)")
+                  f"{drift_points:g}-point shift as there was for it (CUSUM back to 0 from "
+                  f"its cap of {CAP_H * h:g} nats)")
     else:
         reason = ""
     return CellState(state, s_plus, s_minus, int(runs), calm_runs, z, reason, level,

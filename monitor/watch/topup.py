@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from monitor.watch.drift import variance
+from monitor.watch.drift import CAP_H, variance
 
 __all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "Verdict", "apply", "bounds", "decide", "llr",
            "suspect"]
@@ -85,9 +85,10 @@ def suspect(state: Any, s_plus: Any, s_minus: Any, suspect_h: float) -> tuple[An
 def apply(state: Any, s_plus: Any, s_minus: Any, alarm_runs: Any, asked: Any, side: Any,
           decision: Any, h: Any) -> tuple[Any, Any, Any, Any]:
     """The cells after their top-up (asked False: none ran, nothing changes).
-    Confirmed -> FIRING, and that side's sum raised to at least h (the classic alarm
-    level: the fresh data are evidence of the shift too), so that a confirmed page
-    needs as much evidence against the shift to resolve as one the CUSUM found alone.
+    Confirmed -> FIRING, and that side's sum set to the cap CAP_H * h, as a page of the
+    CUSUM alone sets it (monitor.watch.drift.advance; the fresh data are evidence of
+    the shift too), so that a confirmed page needs as much evidence against the shift
+    to resolve as any other.
     Dismissed -> that side's sum back to 0 and OK (unless it was FIRING). Undecided
     -> as the CUSUM alone has it (PENDING only above h); the next run may suspect
     the cell again."""
@@ -95,9 +96,8 @@ def apply(state: Any, s_plus: Any, s_minus: Any, alarm_runs: Any, asked: Any, si
     conf = asked & (decision == CONFIRM)
     dism = asked & (decision == DISMISS)
     state = np.where(conf, 2, np.where(dism & (state < 2), 0, state))
-    s_plus = np.where(dism & (side > 0), 0.0,
-                      np.where(conf & (side > 0), np.maximum(s_plus, h), s_plus))
-    s_minus = np.where(dism & (side < 0), 0.0,
-                       np.where(conf & (side < 0), np.maximum(s_minus, h), s_minus))
+    cap = CAP_H * np.asarray(h, float)
+    s_plus = np.where(dism & (side > 0), 0.0, np.where(conf & (side > 0), cap, s_plus))
+    s_minus = np.where(dism & (side < 0), 0.0, np.where(conf & (side < 0), cap, s_minus))
     alarm_runs = np.where(dism, 0, alarm_runs)
     return np.asarray(state, np.int8), s_plus, s_minus, alarm_runs
