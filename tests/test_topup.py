@@ -81,9 +81,13 @@ def test_a_batch_larger_than_the_cap_is_refused() -> None:
         Topup(batch_triplets=50, max_triplets=20)
 
 
-def _daemon(tmp_path: Path, catalog: Catalog, **topup_cfg: Any) -> tuple[Daemon, Store]:
+def _daemon(tmp_path: Path, catalog: Catalog, languages: list[str] | None = None,
+            **topup_cfg: Any) -> tuple[Daemon, Store]:
+    sampling: dict[str, Any] = {"triplets_per_run": 40}
+    if languages:
+        sampling["languages"] = languages
     cfg = write_config(tmp_path, [{**SIM, "params": {"bias_points": 0.0}}],
-                       sampling={"triplets_per_run": 40},
+                       sampling=sampling,
                        baseline={"auto_min_triplets": 40 * 4}, topup=topup_cfg)
     daemon, _, store = sim_daemon(cfg, catalog)
     return daemon, store
@@ -152,8 +156,9 @@ def test_a_suspicion_on_noise_is_dismissed_and_that_side_restarts(
     # then dismisses it (no shift is there) and the cell stays OK.
     # Batches of 10 up to 150 (not the defaults, 5 up to 300): a top-up of every cell
     # in every run is this test's point, and the defaults' longer ones only cost time.
-    daemon, store = _daemon(tmp_path, shipped_catalog, suspect_h=0.05, batch_triplets=10,
-                            max_triplets=150)
+    # Three languages (six cells, each topped up): half the calls of six.
+    daemon, store = _daemon(tmp_path, shipped_catalog, ["en", "zh", "ja"], suspect_h=0.05,
+                            batch_triplets=10, max_triplets=150)
     asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 7))
     verdicts = [(r, k, json.loads(e)) for r, k, e in rows(
         store.path, "SELECT run_id, key, extra FROM run_stats WHERE kind = 'topup'")]
