@@ -83,6 +83,12 @@ def test_sustained_drift_goes_pending_then_firing_and_resolves_only_on_recovery(
     first_ok = next(i for i, s in enumerate(calm) if s.state == OK)
     assert first_ok >= 3  # the capped evidence (10 nats) is used up at ~2.4 nats a run
     assert calm[first_ok].reason.startswith("recovered")
+    assert calm[first_ok].reason.endswith("(CUSUM back to 0 from its cap of 10 nats)")
+    pending = run([0.8], CellState())[0]
+    assert pending.state == PENDING
+    back = run([0.0] * 3, pending)
+    # A PENDING cell never paged, so its sum never stood at the cap.
+    assert back[-1].state == OK and back[-1].reason.endswith("(CUSUM back to 0)")
     assert calm[first_ok].s_plus == 0.0 and calm[first_ok].alarm_runs == 0
 
 

@@ -183,9 +183,11 @@ def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: fl
                   f"{drift_points:g} points vs the baseline)" if max(s_plus, s_minus) > h else
                   prev.reason or f"drift {side}: CUSUM {max(s_plus, s_minus):.1f}")
     elif prev.state != OK:
+        # Only a page starts at the cap; a PENDING cell's sum never reached it.
+        start = f" from its cap of {CAP_H * h:g} nats" if prev.state == FIRING else ""
         reason = (f"recovered: the runs since gave as much evidence against a "
-                  f"{drift_points:g}-point shift as there was for it (CUSUM back to 0 from "
-                  f"its cap of {CAP_H * h:g} nats)")
+                  f"{drift_points:g}-point shift as there was for it (CUSUM back to 0"
+                  f"{start})")
     else:
         reason = ""
     return CellState(state, s_plus, s_minus, int(runs), calm_runs, z, reason, level,
