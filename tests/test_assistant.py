@@ -303,8 +303,8 @@ def test_monitor_run_against_the_teams_own_api(tmp_path: Path,
         cfg = config(SYSTEM)
         with daemon(cfg, tmp_path / "d1.log") as proc:
             # Run 1 becomes the baseline; run 2 is compared with it.
-            wait_until(lambda: sum(r.status == "complete" for r in runs()) >= 2, 120)
-            wait_until(compared, 60)
+            wait_until(lambda: sum(r.status == "complete" for r in runs()) >= 2, 480)
+            wait_until(compared, 300)
             _, metrics1 = get(f"http://127.0.0.1:{port}/metrics")
             proc.terminate()
             assert proc.wait(timeout=60) == 0
@@ -322,11 +322,11 @@ def test_monitor_run_against_the_teams_own_api(tmp_path: Path,
         cfg = config(SYSTEM + " Always answer in a friendly tone.")
         before = len(runs())
         with daemon(cfg, tmp_path / "d2.log") as proc:
-            wait_until(lambda: len(runs()) > before and runs()[-1].status == "complete", 120)
+            wait_until(lambda: len(runs()) > before and runs()[-1].status == "complete", 480)
             wait_until(lambda: any("assistant setup changed" in t for p in slack.requests
-                                   for t in p.texts()), 60)
+                                   for t in p.texts()), 300)
             flag = 'bias_monitor_baseline_comparable{endpoint="acme"} 0.0'
-            wait_until(lambda: flag in get(f"http://127.0.0.1:{port}/metrics")[1], 60)
+            wait_until(lambda: flag in get(f"http://127.0.0.1:{port}/metrics")[1], 300)
             _, metrics2 = get(f"http://127.0.0.1:{port}/metrics")
             proc.terminate()
             assert proc.wait(timeout=60) == 0

@@ -65,7 +65,7 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
         with daemon(cfg, tmp_path / "d1.log") as proc:
             # Runs at start (nothing measured yet): 6 calls are answered, then the
             # 7th and 8th (concurrency 2) are held by the gate: the run is mid-flight.
-            wait_until(lambda: len(server.requests) >= 8)
+            wait_until(lambda: len(server.requests) >= 8, 300)
             status, body = get(f"http://127.0.0.1:{port}/healthz")
             assert status == 200 and json.loads(body)["scheduler_alive"] is True
             # A CLI command gets its answer while the daemon writes.
@@ -76,7 +76,7 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
             assert "no baseline yet" in out.stdout
             proc.send_signal(signal.SIGTERM)
             # No new call starts; the two in flight are awaited (paid for): let them end.
-            wait_until(lambda: "stopping: no new call" in (tmp_path / "d1.log").read_text())
+            wait_until(lambda: "stopping: no new call" in (tmp_path / "d1.log").read_text(), 300)
             gate.released.set()
             assert proc.wait(timeout=30) == 0
         runs = Store(db).runs("local")
@@ -86,11 +86,11 @@ def test_daemon_serves_metrics_and_sigterm_interrupts_cleanly(tmp_path: Path) ->
         assert asked_before == 8 == len(server.requests)  # 6 before, 2 drained, no new one
         # Restart: the interrupted run is resumed first, then a new one is made.
         with daemon(cfg, tmp_path / "d2.log") as proc:
-            wait_until(lambda: any(r.status == "complete" for r in Store(db).runs("local")), 90)
-            wait_until(lambda: _ok_probes(port) >= 36, 60)
+            wait_until(lambda: any(r.status == "complete" for r in Store(db).runs("local")), 360)
+            wait_until(lambda: _ok_probes(port) >= 36, 300)
             _, text = get(f"http://127.0.0.1:{port}/metrics")
             # The latest finished run's report, written by its run process, is served.
-            wait_until(lambda: _report_shows(port, _latest_complete(db)), 60)
+            wait_until(lambda: _report_shows(port, _latest_complete(db)), 300)
             latest = _latest_complete(db)
             status, page = get(f"http://127.0.0.1:{port}/report")  # follows the redirect
             assert status == 200 and latest in page
@@ -133,7 +133,7 @@ def test_a_failing_endpoint_is_counted_and_the_daemon_keeps_running(tmp_path: Pa
     with daemon(cfg, log) as proc:
         # Each run is a child process that first imports LiteLLM (seconds), so the
         # 2 s slots are skipped (counted too) before the first run has failed.
-        wait_until(lambda: failures() >= 2 and "produced no results" in log.read_text(), 90)
+        wait_until(lambda: failures() >= 2 and "produced no results" in log.read_text(), 360)
         assert proc.poll() is None  # still alive after failed runs
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0

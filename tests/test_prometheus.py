@@ -310,7 +310,7 @@ def test_real_prometheus_scrapes_the_daemon_and_loads_the_rules(tmp_path: Path) 
                         if r["metric"].get("scenario") == "all"]
 
             # the daemon runs once at start (36 calls), Prometheus scrapes every second
-            _until(lambda: bool(pooled_md()), 60, "bias_monitor_md_points{scenario='all'}",
+            _until(lambda: bool(pooled_md()), 300, "bias_monitor_md_points{scenario='all'}",
                    *logs)
             series = pooled_md()
             assert all(r["metric"]["job"] == JOB and r["metric"]["endpoint"] == "local"
@@ -329,7 +329,7 @@ def test_real_prometheus_scrapes_the_daemon_and_loads_the_rules(tmp_path: Path) 
                 return bool(loaded) and all(r["health"] != "unknown"
                                             for g in loaded for r in g["rules"])
 
-            _until(evaluated, 30, "every rule evaluated", *logs)
+            _until(evaluated, 120, "every rule evaluated", *logs)
             loaded = rules()
             assert {g["name"]: len(g["rules"]) for g in loaded} == groups_in_file
             assert str(ALERTS) in {g["file"] for g in loaded}

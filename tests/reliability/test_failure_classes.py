@@ -426,14 +426,14 @@ def test_skipped_slots_are_counted_apart_and_the_daemon_stops_cleanly(tmp_path: 
         log = tmp_path / "d.log"
         key = ("endpoint", "local"),
         with daemon(cfg, log, "--log-level", "DEBUG", env={"TMPDIR": str(scratch)}) as proc:
-            wait_until(lambda: len(server.requests) >= 4, 120)  # 2 answered, 2 held: in flight
+            wait_until(lambda: len(server.requests) >= 4, 480)  # 2 answered, 2 held: in flight
             wait_until(lambda: _samples(port).get(("bias_monitor_runs_skipped_total", key), 0) >= 3,
-                  120)
+                  480)
             values = _samples(port)
             assert values[("bias_monitor_run_failures_total", key)] == 0
             assert values[("bias_monitor_alert_delivery_failures_total", key)] == 0
             proc.send_signal(signal.SIGTERM)
-            wait_until(lambda: "stopping: no new call" in log.read_text(), 60)
+            wait_until(lambda: "stopping: no new call" in log.read_text(), 300)
             gate.released.set()
             assert proc.wait(timeout=60) == 0
     text = log.read_text()
@@ -456,21 +456,21 @@ def test_a_killed_daemon_leaves_no_temporary_file(tmp_path: Path) -> None:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2)],
                            metrics={"host": "127.0.0.1", "port": free_port()})
         with daemon(cfg, tmp_path / "d.log", env={"TMPDIR": str(scratch)}) as proc:
-            wait_until(lambda: len(server.requests) >= 4, 120)  # the run is in its child
+            wait_until(lambda: len(server.requests) >= 4, 480)  # the run is in its child
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         # The child has a session of its own, so no signal to the daemon's group reaches
         # it; the kernel tells it that its parent died and it stops like at SIGTERM, rather
         # than finishing its run beside the next daemon.
         log = tmp_path / "d.log"
-        wait_until(lambda: "stopping: no new call" in log.read_text(errors="replace"), 60)
+        wait_until(lambda: "stopping: no new call" in log.read_text(errors="replace"), 300)
         gate.released.set()  # the two calls on the wire end and are kept
         # The child logs this once it has stored the run as interrupted. The database is
         # read only then: a reader polling it meanwhile could hold the file's lock just
         # when the child writes the run's end.
         wait_until(lambda: "run interrupted by shutdown" in log.read_text(errors="replace"),
-                   120)
-        wait_until(lambda: "nothing to report to" in log.read_text(errors="replace"), 60)
+                   480)
+        wait_until(lambda: "nothing to report to" in log.read_text(errors="replace"), 300)
         assert "Traceback" not in log.read_text(errors="replace")
         [run] = Store(tmp_path / "monitor.duckdb").runs()
         # resumable by the next daemon

@@ -43,12 +43,21 @@ def get(url: str) -> tuple[int, str]:
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 60.0) -> None:
-    """Poll `predicate` until it holds; fail after `timeout` (a bound, never a pace)."""
+    """Poll `predicate` until it holds; fail after `timeout` (a bound, never a pace).
+
+    Bounds on daemon runs are minutes: each run is a child process that imports
+    LiteLLM first, which takes 5 s alone and over 30 s on CI's two cores shared
+    by four test workers (a 120 s bound on four runs failed there). The pause
+    between polls grows to 1 s: a predicate that opens the DuckDB file takes
+    its lock, and polling it every 50 ms starves the daemon's own writes.
+    """
     deadline = time.monotonic() + timeout
+    pause = 0.05
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(0.05)
+        time.sleep(pause)
+        pause = min(pause * 1.5, 1.0)
     raise AssertionError("condition not reached in time")
 
 
