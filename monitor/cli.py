@@ -206,7 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--delta", metavar="X", help="smallest MD shift to detect, in points "
                     "(default thresholds.drift_md_points)")
     pl.add_argument("--false-alarms-per-100", metavar="X",
-                    help="tolerated false pages per 100 runs (default 1)")
+                    help="tolerated false pages per 100 runs "
+                         "(default thresholds.false_alarms_per_100, 1)")
     pl.add_argument("--within-runs", metavar="N", help="detection delay wanted (default 3)")
     pl.add_argument("--baseline-triplets", metavar="N",
                     help="size for a fixed baseline of N triplets, e.g. what `monitor baseline "

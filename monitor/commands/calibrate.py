@@ -26,7 +26,7 @@ import numpy as np
 from monitor.catalog import load_catalog
 from monitor.commands.plan import cost_per_call, stored_usage
 from monitor.commands.probe import endpoints_for, run_until_stopped
-from monitor.config import Endpoint, Settings, load_settings
+from monitor.config import CUSUM_H, Endpoint, Settings, load_settings
 from monitor.errors import EXIT_NO_RESULTS, UsageError
 from monitor.measure.run import RunOptions, RunResult
 from monitor.store import Store
@@ -39,6 +39,7 @@ from monitor.watch.plan import (
     evaluate_topup,
     sd_from_md,
 )
+from monitor.watch.reference import baseline_h
 
 __all__ = ["DEFAULT_TRIPLETS_PER_CELL", "calibrate_command", "calibration_size"]
 
@@ -116,10 +117,17 @@ def _expect(settings: Settings, cells: Cells, sd: float, base_triplets: int) -> 
     """What the configured detector does against this baseline (monitor.watch.plan)."""
     t, tp, n = settings.thresholds, settings.topup, settings.sampling.triplets_per_run
     mrf = settings.alerts.min_runs_firing
+    h = t.cusum_h
+    if h == "auto":
+        derived = baseline_h(cells, sd, n, base_triplets, fa_target=t.false_alarms_per_100,
+                             drift_points=t.drift_md_points, min_runs_firing=mrf,
+                             floor=CUSUM_H if tp.enabled else 0.0)
+        h = derived.h
+        print(f"  thresholds.cusum_h auto: {derived.describe()} at {n} triplets per run")
     if tp.enabled:
         r = evaluate_topup(n, cells, sd, t.drift_md_points, 3, t.drift_md_points, mrf, None,
                            TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets,
-                                       tp.max_triplets), t.cusum_h, base_triplets)
+                                       tp.max_triplets), h, base_triplets)
         langs = len(settings.sampling.languages)
         print(f"  expected at {n} triplets per run with the top-up: "
               f"{r['false_alarms_per_100']:g} false pages per 100 runs, a "
@@ -129,8 +137,8 @@ def _expect(settings: Settings, cells: Cells, sd: float, base_triplets: int) -> 
               "the runs for a target")
     else:
         _, fa, p = evaluate(n, cells, sd, t.drift_md_points, math.inf, 3, t.drift_md_points,
-                            mrf, None, hs=np.array([t.cusum_h]), baseline_triplets=base_triplets)
-        print(f"  expected at {n} triplets per run, h = {t.cusum_h:g}: {fa:g} false pages per "
+                            mrf, None, hs=np.array([h]), baseline_triplets=base_triplets)
+        print(f"  expected at {n} triplets per run, h = {h:g}: {fa:g} false pages per "
               f"100 runs, p(detect within 3 runs) {p:g}; `monitor plan` sizes the runs")
 
 

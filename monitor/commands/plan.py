@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from monitor.catalog import Catalog
+from monitor.config import CUSUM_H
 from monitor.errors import UsageError
 from monitor.stats import md_of
 from monitor.store import Store
@@ -23,6 +24,7 @@ from monitor.watch.plan import (
     plan_topup,
     sd_from_md,
 )
+from monitor.watch.reference import baseline_h
 
 __all__ = ["cost_per_call", "plan_command", "stored_usage"]
 
@@ -124,7 +126,8 @@ def plan_command(args: Any) -> int:
     t, s, mrf = settings.thresholds, settings.sampling, settings.alerts.min_runs_firing
     sd_arg = _number(args.sd, "--sd", math.nan) if args.sd is not None else None
     delta = _number(args.delta, "--delta", t.drift_md_points)
-    fa = _number(args.false_alarms_per_100, "--false-alarms-per-100", 1.0)
+    fa = _number(args.false_alarms_per_100, "--false-alarms-per-100",
+                 t.false_alarms_per_100)
     within = int(_number(args.within_runs, "--within-runs", 3, whole=True))
     base_arg = (int(_number(args.baseline_triplets, "--baseline-triplets", 1, whole=True))
                 if args.baseline_triplets is not None else None)
@@ -147,8 +150,9 @@ def plan_command(args: Any) -> int:
         # k is half the design shift (statistics.md): the plan designs for --delta.
         p = make_plan(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
                       auto_min_triplets=auto, baseline_triplets=fixed)
+        h_now, h_from = _current_h(settings, cells, sd, fixed)
         _, fa_now, p_now = evaluate(s.triplets_per_run, cells, sd, delta, math.inf, within,
-                                    t.drift_md_points, mrf, auto, hs=np.array([t.cusum_h]),
+                                    t.drift_md_points, mrf, auto, hs=np.array([h_now]),
                                     baseline_triplets=fixed)
         calls = round((p["triplets_per_run"] or 0) * len(s.languages) * per_day)
         rho, rho_source = _persistence(store, ep.name, pers_arg)
@@ -157,7 +161,7 @@ def plan_command(args: Any) -> int:
         # With the baseline as covariate the detector sees (1 - rho^2) of the variance
         # (monitor.stats.covariate): the same detector at a smaller sd.
         sd_seen = sd * math.sqrt(1 - rho**2)
-        top = _topup(settings, cells, sd_seen, delta, fa, within, fixed)
+        top = _topup(settings, cells, sd_seen, delta, fa, within, fixed, h_now)
         if top is not None:
             top["persistence"] = {"rho": round(rho, 4), "source": rho_source,
                                   "sd_seen_by_the_detector": round(sd_seen, 4)}
@@ -171,7 +175,7 @@ def plan_command(args: Any) -> int:
                                "the stored baseline, set by the user" if fixed is not None
                                else "automatic"),
             "baseline_triplets": fixed,
-            "current": {"triplets_per_run": s.triplets_per_run, "h": t.cusum_h,
+            "current": {"triplets_per_run": s.triplets_per_run, "h": h_now, "h_from": h_from,
                         "drift_md_points": t.drift_md_points,
                         "false_alarms_per_100": None if fa_now is None else round(fa_now, 4),
                         "p_detect": None if p_now is None else round(p_now, 3)},
@@ -187,20 +191,33 @@ def plan_command(args: Any) -> int:
     return 0
 
 
+def _current_h(settings: Any, cells: Cells, sd: float, fixed: int | None) -> tuple[float, str]:
+    """The configured h, or with `auto` the h the daemon sizes against this baseline."""
+    t = settings.thresholds
+    if t.cusum_h != "auto":
+        return float(t.cusum_h), "thresholds.cusum_h"
+    d = baseline_h(cells, sd, settings.sampling.triplets_per_run, fixed,
+                   fa_target=t.false_alarms_per_100, drift_points=t.drift_md_points,
+                   min_runs_firing=settings.alerts.min_runs_firing,
+                   auto_min_triplets=settings.baseline.auto_min_triplets,
+                   floor=CUSUM_H if settings.topup.enabled else 0.0)
+    return d.h, f"thresholds.cusum_h auto: {d.describe()}"
+
+
 def _topup(settings: Any, cells: Cells, sd: float, delta: float, fa: float, within: int,
-           fixed: int | None) -> dict[str, Any] | None:
+           fixed: int | None, h: float) -> dict[str, Any] | None:
     """The detector with its top-up (config `topup`): at the configured run size, and the
     smallest run size meeting the target; None when the top-up is off."""
     tp = settings.topup
     if not tp.enabled:
         return None
     params = TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets, tp.max_triplets)
-    t, mrf = settings.thresholds, settings.alerts.min_runs_firing
+    mrf = settings.alerts.min_runs_firing
     auto = settings.baseline.auto_min_triplets
     now = evaluate_topup(settings.sampling.triplets_per_run, cells, sd, delta, within,
-                         delta, mrf, auto, params, t.cusum_h, fixed)
+                         delta, mrf, auto, params, h, fixed)
     best = plan_topup(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
-                      auto_min_triplets=auto, tp=params, h=t.cusum_h, baseline_triplets=fixed)
+                      auto_min_triplets=auto, tp=params, h=h, baseline_triplets=fixed)
     return {"suspect_h": tp.suspect_h, "alpha": tp.alpha, "beta": tp.beta,
             "batch_triplets": tp.batch_triplets, "max_triplets": tp.max_triplets,
             "current": now, "plan": best}
@@ -260,6 +277,8 @@ def _text(r: dict[str, Any]) -> str:
         lines.append(f"  note: the config has thresholds.drift_md_points = "
                      f"{now['drift_md_points']:g}; set it to {r['delta']:g} for this plan")
     lines += _topup_text(r)
+    if now["h_from"] != "thresholds.cusum_h":
+        lines.append(f"  {now['h_from']}")
     return "\n".join([*lines, f"  now: {now['triplets_per_run']} triplets/run, h = {now['h']:g}"
                        f": {now['false_alarms_per_100']:g} false pages per 100 runs, p(detect) "
                        f"= {now['p_detect']:g}; a one-shot test needs "

@@ -1,6 +1,7 @@
 """The configuration: its schema (model.py) and how it is found and loaded (load.py)."""
 
 from monitor.config.assistant import DEFAULT_SETUP, Setup, setup_for
+from monitor.config.detector import CUSUM_H
 from monitor.config.load import (
     demo_config_path,
     load_settings,
@@ -29,7 +30,7 @@ from monitor.config.model import (
 from monitor.config.sinks import PAGERDUTY_URL, Delivery, PagerDuty, Webhook, unset_variables
 from monitor.config.target import HTTP_PLACEHOLDERS, PLACEHOLDER_RE, HttpTarget, parse_path
 
-__all__ = ["AUTO_BASELINE_RUNS", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS", "PAGERDUTY_URL",
+__all__ = ["AUTO_BASELINE_RUNS", "CUSUM_H", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS", "PAGERDUTY_URL",
            "PLACEHOLDER_RE", "Alerts", "BaselineCfg", "Budget", "CatalogCfg", "Delivery",
            "Endpoint", "HttpTarget", "Metrics", "PagerDuty", "Report", "Sampling", "Schedule",
            "Settings", "Setup", "Slack", "Storage", "Thresholds", "Topup", "Webhook",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["CUSUM_H", "Thresholds", "Topup"]
@@ -21,8 +23,12 @@ class Thresholds(BaseModel):
     jsd_excess_bits: float = Field(0.02, gt=0, le=1)
     drift_md_points: float = Field(0.5, gt=0, le=9,
                                    description="Design shift of the drift CUSUM (points).")
-    cusum_h: float = Field(CUSUM_H, gt=0, le=100,
-                           description="LLR CUSUM alarm level (nats); `monitor plan` sizes it.")
+    cusum_h: Annotated[float, Field(gt=0, le=100)] | Literal["auto"] = Field(
+        CUSUM_H, description="LLR CUSUM alarm level (nats); `monitor plan` sizes it. `auto`: "
+                             "sized against each baseline for false_alarms_per_100.")
+    false_alarms_per_100: float = Field(1.0, gt=0, le=100,
+                                        description="False pages per 100 runs (all cells) an "
+                                                    "`auto` h is sized for.")
 
 
 class Topup(BaseModel):

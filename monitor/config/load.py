@@ -83,12 +83,22 @@ def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
     return Settings.model_validate(data), path
 
 
+def _field_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A key's path without pydantic's union members ("constrained-float", "literal['auto']"):
+    the user wrote a key, not a type."""
+    return tuple(p for p in loc if isinstance(p, int) or str(p).isidentifier())
+
+
 def _one_line(exc: ValidationError, path: Path) -> str:
-    err = exc.errors()[0]
-    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    errors = exc.errors()
+    err = errors[0]
+    where = _field_loc(err["loc"])
+    # A union (a number or "auto") fails once per member: one key, its members' rules.
+    same = [e for e in errors if _field_loc(e["loc"]) == where]
+    key = ".".join(str(p) for p in where) or "(top level)"
     # The variable that set this key or one of its parents (MONITOR_ALERTS__SLACK__X,
     # MONITOR_ENDPOINTS as JSON), longest first.
-    loc = [str(p).upper() for p in err["loc"]]
+    loc = [str(p).upper() for p in where]
     env = next((name for i in range(len(loc), 0, -1)
                 if (name := "MONITOR_" + "__".join(loc[:i])) in os.environ), None)
     source = f" (from environment {env})" if env else ""
@@ -101,8 +111,9 @@ def _one_line(exc: ValidationError, path: Path) -> str:
         secretish = any(w in key.lower() for w in ("key", "token", "url", "secret"))
         # A key pasted where its variable's NAME belongs must not be echoed back.
         shown = "" if isinstance(value, dict | list) or secretish else f" (got {value!r})"
-        msg = f"{err['msg']}{shown}"
-    more = f" [+{exc.error_count() - 1} more]" if exc.error_count() > 1 else ""
+        msg = "; or ".join(dict.fromkeys(e["msg"] for e in same)) + shown
+    rest = len(errors) - len(same)
+    more = f" [+{rest} more]" if rest else ""
     return f"{path}: {key}: {msg}{source}{more}"
 
 

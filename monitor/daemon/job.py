@@ -39,7 +39,8 @@ from monitor.stats import jsd_of
 from monitor.store import Baseline, RunRow, StatRow, Store, Usage
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import Evaluation, evaluate
-from monitor.watch.evaluate import BaselineCache, suspects
+from monitor.watch.evaluate import suspects
+from monitor.watch.reference import BaselineCache
 from monitor.watch.shape import compare, due
 from monitor.watch.topup import Verdict
 
@@ -200,6 +201,8 @@ class Daemon:
                       cache=self._baseline_cache, verdicts=verdicts)
         if not ev.comparable:
             log.info("endpoint %s: %s", endpoint.name, ev.note)
+        if ev.h is not None:  # thresholds.cusum_h: auto
+            log.info("endpoint %s: %s", endpoint.name, ev.h.describe())
         for t in ev.transitions:
             log.warning("endpoint %s: %s/%s %s -> %s (%s)", endpoint.name, t.scenario,
                         t.country, t.from_state, t.to_state, t.reason)

@@ -32,7 +32,8 @@ from monitor.store import Baseline, RunRow, StatRow, Store
 from monitor.store import owner as owners
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch import topup
-from monitor.watch.evaluate import BaselineCache, Suspect, md_and_covariate
+from monitor.watch.evaluate import Suspect
+from monitor.watch.reference import BaselineCache, md_and_covariate
 
 __all__ = ["confirm", "topup_run_id"]
 

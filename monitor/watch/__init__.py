@@ -6,6 +6,7 @@
     movers.py    the probes that moved most (Slack and the report)
     history.py   a whole history recomputed, the drift states replayed
     plan.py      the run size and h that meet a detection target
+    reference.py a baseline as runs are compared with it, read once; h sized against it
 """
 
 from monitor.watch.baseline import auto_baseline, comparable, run_model

@@ -22,27 +22,23 @@ from typing import Any
 
 from monitor.catalog import Catalog
 from monitor.config import Settings
-from monitor.stats import (
-    Adjusted,
-    BaseTable,
-    MDRow,
-    Persistence,
-    Summary,
-    base_table_of,
-    covariate_of,
-    md_covariate_of,
-    md_of,
-)
+from monitor.stats import Adjusted, MDRow, Persistence, Summary
 from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
 from monitor.vocab import POOLED, AlertState, LevelState
 from monitor.watch import topup
 from monitor.watch.baseline import auto_baseline, comparable, run_model
 from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, Observation, observe, step
 from monitor.watch.movers import Mover, rank_movers
+from monitor.watch.reference import (
+    BaselineCache,
+    DerivedH,
+    baseline_data,
+    covariate,
+    detector_h,
+)
 
-__all__ = ["BaselineCache", "BaselineData", "Evaluation", "Suspect", "Transition",
-           "bias_or_leniency", "covariate", "did_verdict", "evaluate", "md_and_covariate",
-           "observed", "suspects"]
+__all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "did_verdict",
+           "evaluate", "observed", "suspects"]
 
 TOP_MOVERS_SLACK = 3
 
@@ -94,6 +90,7 @@ class Evaluation:
     to_notify: list[Transition] = field(default_factory=list)
     fingerprint_note: str | None = None
     persistence: Persistence | None = None  # the baseline as covariate (CUPED), if tried
+    h: DerivedH | None = None  # thresholds.cusum_h: auto, as sized against the baseline
 
 
 def _fingerprint_change(store: Store, endpoint: str, run_id: str) -> str | None:
@@ -140,68 +137,6 @@ class Suspect:
     base: MDRow  # the baseline's cell
 
 
-@dataclass
-class BaselineData:
-    """A baseline as runs are compared with it, read once: its MD cells, and its
-    per-triplet d for the covariate (made when first asked for)."""
-
-    md: list[MDRow]
-    table: BaseTable | None = None
-
-    def cells(self) -> dict[tuple[str, str], MDRow]:
-        return {(r.scenario, r.country): r for r in self.md}
-
-
-#: Owned by the caller: (endpoint, baseline set_at) -> its data; one run's suspects,
-#: top-ups and evaluation share it.
-BaselineCache = dict[tuple[str, str], BaselineData]
-
-
-def _baseline_data(catalog: Catalog, store: Store, run: RunRow, baseline: Baseline,
-                   cache: BaselineCache | None) -> BaselineData:
-    key = (run.endpoint, str(baseline.set_at))
-    data = cache.get(key) if cache is not None else None
-    if data is None:
-        data = BaselineData(md_of(store, baseline.run_ids, run.languages, catalog.languages))
-        if cache is not None:
-            cache.clear()
-            cache[key] = data
-    return data
-
-
-def covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
-              run: RunRow, baseline: Baseline, cache: BaselineCache | None
-              ) -> tuple[dict[str, Adjusted], Persistence | None]:
-    """The pooled cells of `run_ids` (run's, or its top-up's) with the baseline's answers
-    as covariate (CUPED, monitor.stats.covariate); nothing when baseline.covariate is off
-    or the adjustment does not pay."""
-    table = _table(settings, catalog, store, run, baseline, cache)
-    if table is None:
-        return {}, None
-    adj, pers = covariate_of(store, run_ids, table, run.languages, catalog.languages)
-    return (adj if pers.used else {}), pers
-
-
-def md_and_covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
-                     run: RunRow, baseline: Baseline | None, cache: BaselineCache | None
-                     ) -> tuple[list[MDRow], dict[str, Adjusted]]:
-    """The MD of `run_ids` (a top-up's) and `covariate`'s adjusted cells, from one read."""
-    table = _table(settings, catalog, store, run, baseline, cache)
-    md, cov = md_covariate_of(store, run_ids, table, run.languages, catalog.languages)
-    return md, (cov[0] if cov is not None and cov[1].used else {})
-
-
-def _table(settings: Settings, catalog: Catalog, store: Store, run: RunRow,
-           baseline: Baseline | None, cache: BaselineCache | None) -> BaseTable | None:
-    """The baseline's covariate table, read once per baseline (None: no covariate)."""
-    if baseline is None or not settings.baseline.covariate:
-        return None
-    data = _baseline_data(catalog, store, run, baseline, cache)
-    if data.table is None:
-        data.table = base_table_of(store, baseline.run_ids, run.languages, catalog.languages)
-    return data.table
-
-
 def observed(r: MDRow, b: MDRow | None, adj: dict[str, Adjusted]) -> Observation | None:
     """drift.observe, with the covariate where it is used (pooled cells only)."""
     a = adj.get(r.country) if r.scenario == POOLED else None
@@ -226,9 +161,10 @@ def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
     if baseline is None or comparable(baseline, run, run_model(run, summary.model_ids)):
         return []
     cache = {} if cache is None else cache  # the MD and the covariate read it once
-    base = _baseline_data(catalog, store, run, baseline, cache).cells()
+    base = baseline_data(catalog, store, run, baseline, cache).cells()
     saved = store.alert_states(run.endpoint)
     adj, _ = covariate(settings, catalog, store, [run.run_id], run, baseline, cache)
+    h, _ = detector_h(settings, catalog, store, run, baseline, cache)
     t = settings.thresholds
     out = []
     for r in summary.md:
@@ -236,7 +172,7 @@ def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         if r.scenario != POOLED or b is None or (obs := observed(r, b, adj)) is None:
             continue
         new = step(_prev(saved.get((r.scenario, r.country))), obs,
-                   drift_points=t.drift_md_points, h=t.cusum_h, md_threshold=t.md_points,
+                   drift_points=t.drift_md_points, h=h, md_threshold=t.md_points,
                    min_runs_firing=settings.alerts.min_runs_firing)
         hot, side = topup.suspect(CODES[AlertState(new.state)], new.s_plus, new.s_minus,
                                   settings.topup.suspect_h)
@@ -245,11 +181,10 @@ def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
     return out
 
 
-def _after_topup(new: CellState, v: topup.Verdict, settings: Settings) -> CellState:
+def _after_topup(new: CellState, v: topup.Verdict, settings: Settings, h: float) -> CellState:
     """The cell's state once its top-up has spoken (monitor.watch.topup.apply)."""
     code, up, down, runs = topup.apply(CODES[AlertState(new.state)], new.s_plus, new.s_minus,
-                                       new.alarm_runs, True, v.side, v.decision,
-                                       settings.thresholds.cusum_h)
+                                       new.alarm_runs, True, v.side, v.decision, h)
     state = STATES[int(code)]
     a, b = topup.bounds(settings.topup.alpha, settings.topup.beta)
     side = "up" if v.side > 0 else "down"
@@ -286,13 +221,14 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
     if (why := comparable(baseline, run, model)) is not None:
         return Evaluation(run.endpoint, run.run_id, baseline, False, why)
     cache = {} if cache is None else cache  # the MD and the covariate read it once
-    base = _baseline_data(catalog, store, run, baseline, cache).cells()
+    base = baseline_data(catalog, store, run, baseline, cache).cells()
     saved = store.alert_states(run.endpoint)
     verdicts = verdicts or {}
     ev = Evaluation(run.endpoint, run.run_id, baseline, True, "compared with the baseline")
     ev.fingerprint_note = _fingerprint_change(store, run.endpoint, run.run_id)
     adj, ev.persistence = covariate(settings, catalog, store, [run.run_id], run, baseline,
                                     cache)
+    h, ev.h = detector_h(settings, catalog, store, run, baseline, cache)
     t = settings.thresholds
     rows: list[CellRecord] = []
     events: list[AlertEvent] = []
@@ -304,10 +240,10 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         obs = observed(r, b, adj)
         if obs is not None:
             ev.drift[cell] = r.md - obs.md_base  # as shown: the raw MD (CUPED feeds the sums)
-        new = step(prev, obs, drift_points=t.drift_md_points, h=t.cusum_h,
+        new = step(prev, obs, drift_points=t.drift_md_points, h=h,
                    md_threshold=t.md_points, min_runs_firing=settings.alerts.min_runs_firing)
         if r.scenario == POOLED and obs is not None and (v := verdicts.get(r.country)):
-            new = _after_topup(new, v, settings)
+            new = _after_topup(new, v, settings, h)
         ev.states[cell] = new
         changed = new.state != prev.state
         rows.append(CellRecord(r.scenario, r.country, new.state, new.s_plus, new.s_minus,

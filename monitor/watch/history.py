@@ -35,8 +35,16 @@ class History:
 
 
 def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
-           thresholds: Thresholds, alerts: Alerts) -> dict[Cell, tuple[str, float | None]]:
-    """The state and z of every (run, scenario, country) after that run, walking `order`."""
+           thresholds: Thresholds, alerts: Alerts, h: float | None = None
+           ) -> dict[Cell, tuple[str, float | None]]:
+    """The state and z of every (run, scenario, country) after that run, walking `order`.
+    `h`: the CUSUM's, else thresholds.cusum_h; an `auto` h is the caller's to size
+    (monitor.watch.evaluate.detector_h: it needs the catalog's cells)."""
+    if h is None:
+        if thresholds.cusum_h == "auto":
+            raise ValueError("replay: thresholds.cusum_h is auto; pass the h sized for "
+                             "the baseline (monitor.watch.evaluate.detector_h)")
+        h = float(thresholds.cusum_h)
     ref = {(b.scenario, b.country): b for b in base}
     by_run: dict[str, list[MDRow]] = {}
     for r in md:
@@ -49,7 +57,7 @@ def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
             key = (r.scenario, r.country)
             obs = observe(r, ref.get(key))
             new = step(cells.get(key, CellState()), obs, drift_points=t.drift_md_points,
-                       h=t.cusum_h, md_threshold=t.md_points,
+                       h=h, md_threshold=t.md_points,
                        min_runs_firing=alerts.min_runs_firing)
             cells[key] = new
             out[(run_id, *key)] = (new.state, None if obs is None else new.z)
@@ -59,7 +67,7 @@ def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
 def history(store: Store, endpoint: str, local_countries: Mapping[str, Sequence[str]], *,
             since: datetime | None = None, baseline_runs: Sequence[str] | None = None,
             jsd: bool = True, thresholds: Thresholds | None = None,
-            alerts: Alerts | None = None) -> History:
+            alerts: Alerts | None = None, h: float | None = None) -> History:
     """Every finished run of `endpoint` started at or after `since`, recomputed. The
     baseline: `baseline_runs`, else the active one, else the first AUTO_BASELINE_RUNS
     runs (they get no state). Runs asked in other languages than the latest are left out."""
@@ -88,5 +96,5 @@ def history(store: Store, endpoint: str, local_countries: Mapping[str, Sequence[
         shown_md, j = md_of(store, shown, languages, local_countries, by_run=True), []
     md = sorted([*md, *shown_md], key=lambda r: r.group)  # stable: a run's cells keep order
     states = replay(md, base, order, thresholds=thresholds or Thresholds(),
-                    alerts=alerts or Alerts())
+                    alerts=alerts or Alerts(), h=h)
     return History(shown, [r for r in md if r.group in keep], j, states)

@@ -30,8 +30,8 @@ from monitor.watch import topup
 from monitor.watch.drift import advance, variance
 
 __all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "TopupParams", "TopupSim", "cell_shares",
-           "cell_sizes", "evaluate", "evaluate_topup", "make_plan", "one_shot_n", "plan_topup",
-           "sd_from_md", "simulate", "simulate_topup"]
+           "cell_sizes", "evaluate", "evaluate_topup", "make_plan", "one_shot_n",
+           "plan_topup", "runs_of_baseline", "sd_from_md", "simulate", "simulate_topup"]
 
 H_GRID = np.arange(0.5, 16.01, 0.5)
 #: Run sizes the planner tries (bisected): steps of 5 triplets where real run sizes lie,
@@ -188,7 +188,7 @@ def evaluate_topup(n_run: int, cells: Cells, sd: float, delta: float, within: in
     worst cell and over cells, and the triplets asked per run (each in every language):
     the mean with no shift, the mean while a shift is being confirmed, the largest."""
     n = np.array(cell_sizes(n_run, cells))
-    base = n * _base_runs(n_run, auto, baseline_triplets)
+    base = n * runs_of_baseline(n_run, auto, baseline_triplets)
     null = simulate_topup(n, sd, shift=0.0, h=h, tp=tp, base_triplets=base,
                           drift_points=drift_points, min_runs_firing=min_runs_firing, reps=reps)
     fa = null.fired.sum(axis=(1, 2)) / RUNS * 100  # per baseline
@@ -241,7 +241,7 @@ def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float
     """(h, false pages per 100 runs at h, P(detect delta) in the worst cell) at size n_run,
     against a baseline of `baseline_triplets` (None: the daemon's automatic baseline)."""
     n = np.array(cell_sizes(n_run, cells))
-    base_runs = _base_runs(n_run, auto, baseline_triplets)
+    base_runs = runs_of_baseline(n_run, auto, baseline_triplets)
     fire = simulate(n, sd, shift=0.0, hs=hs, base_runs=base_runs, drift_points=drift_points,
                     min_runs_firing=min_runs_firing)
     fa = fire.sum(axis=(2, 3)).mean(axis=1) / RUNS * 100  # per h
@@ -285,7 +285,7 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
         return {"reachable": False, "triplets_per_run": None, "triplets_per_cell": {},
                 "smallest_cell": None, "cusum": None, "expected": None}
     n_run, h, fa, p = best
-    b = _base_runs(n_run, auto_min_triplets, baseline_triplets)
+    b = runs_of_baseline(n_run, auto_min_triplets, baseline_triplets)
     n = cell_sizes(n_run, cells)
     gains = [_gain(drift_points, sd, c, b) for c in n]
     return {"reachable": True, "triplets_per_run": n_run,
@@ -305,7 +305,7 @@ def _gain(drift_points: float, sd: float, n_cell: float, base_runs: float) -> fl
     return drift_points**2 / (2 * v)
 
 
-def _base_runs(n_run: int, auto_min_triplets: int | None,
+def runs_of_baseline(n_run: int, auto_min_triplets: int | None,
                baseline_triplets: int | None = None) -> float:
     """The baseline's size in runs of n_run: a fixed (calibration) baseline's triplets, or
     what the daemon's automatic baseline collects."""

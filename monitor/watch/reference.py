@@ -1,0 +1,168 @@
+"""A baseline as runs are compared with it, read once per baseline and shared by one
+run's suspects, top-ups and evaluation: its MD cells, its per-triplet d for the
+covariate (CUPED, monitor.stats.covariate), and the CUSUM's h sized against it
+(`thresholds.cusum_h: auto`: `baseline_h`, the planner's rule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from monitor.catalog import Catalog
+from monitor.config import CUSUM_H, Settings
+from monitor.stats import (
+    Adjusted,
+    BaseTable,
+    MDRow,
+    Persistence,
+    base_table_of,
+    covariate_of,
+    md_covariate_of,
+    md_of,
+)
+from monitor.store import Baseline, RunRow, Store
+from monitor.watch.plan import (
+    H_GRID,
+    REPS,
+    RUNS,
+    Cells,
+    cell_shares,
+    evaluate,
+    runs_of_baseline,
+    sd_from_md,
+)
+
+__all__ = ["BaselineCache", "BaselineData", "DerivedH", "baseline_data", "baseline_h",
+           "covariate", "detector_h", "md_and_covariate"]
+
+
+class DerivedH(NamedTuple):
+    """`thresholds.cusum_h: auto`, sized against one baseline (baseline_h)."""
+
+    h: float
+    false_alarms_per_100: float | None  # expected at the planner's h; None: out of reach
+    sd: float
+    baseline_triplets: int
+    planned: float | None = None  # the planner's h, when a floor raised it
+
+    def describe(self) -> str:
+        if not math.isfinite(self.sd) or self.sd <= 0:
+            return f"h {self.h:g} (the default: the baseline gives no sd to size h from)"
+        fa = ("the false-page target is out of reach, the highest h on the grid" if
+              self.false_alarms_per_100 is None else
+              f"{self.false_alarms_per_100:g} false pages per 100 runs expected" if
+              self.false_alarms_per_100 > 0 else
+              f"no false page in the planner's {REPS * RUNS} simulated runs")
+        raised = ("" if self.planned is None else
+                  f"; the planner's h {self.planned:g} raised to {self.h:g}: with the top-up "
+                  "on, its alpha sets the false pages and h the evidence a resolve needs")
+        return (f"h {self.h:g} from the baseline (sd {self.sd:.2f}, "
+                f"{self.baseline_triplets} triplets): {fa}{raised}")
+
+
+def baseline_h(cells: Cells, sd: float, n_run: int, baseline_triplets: int | None, *,
+               fa_target: float, drift_points: float, min_runs_firing: int,
+               auto_min_triplets: int | None = None, floor: float = 0.0) -> DerivedH:
+    """The smallest h of H_GRID at which the CUSUM alone meets `fa_target` false pages
+    per 100 runs against a baseline of this sd and size (`evaluate`, the plan's own
+    rule), at least `floor`. With the top-up on the daemon passes floor = CUSUM_H:
+    then the top-up's alpha sets the false pages and h the evidence a resolve needs
+    (CAP_H * h); a lower h bought no page and cost false "resolved" (bench/auto_h.py),
+    while a small baseline still raises h. baseline_triplets None: the daemon's
+    automatic baseline (auto_min_triplets, as `evaluate` has it)."""
+    size = (baseline_triplets if baseline_triplets is not None
+            else round(runs_of_baseline(n_run, auto_min_triplets) * n_run))
+    if not math.isfinite(sd) or sd <= 0 or size < 1:
+        return DerivedH(max(CUSUM_H, floor), None, math.nan, size)
+    h, fa, _ = evaluate(n_run, cells, sd, drift_points, fa_target, 3, drift_points,
+                        min_runs_firing, auto_min_triplets, baseline_triplets=size)
+    if h is None:
+        return DerivedH(float(H_GRID[-1]), None, sd, size)
+    if h < floor:
+        return DerivedH(floor, fa, sd, size, planned=h)
+    return DerivedH(h, fa, sd, size)
+
+
+@dataclass
+class BaselineData:
+    """A baseline as runs are compared with it, read once: its MD cells, and its
+    per-triplet d for the covariate (made when first asked for)."""
+
+    md: list[MDRow]
+    table: BaseTable | None = None
+    h: DerivedH | None = None  # thresholds.cusum_h: auto, sized once per baseline
+
+    def cells(self) -> dict[tuple[str, str], MDRow]:
+        return {(r.scenario, r.country): r for r in self.md}
+
+
+#: Owned by the caller: (endpoint, baseline set_at) -> its data; one run's suspects,
+#: top-ups and evaluation share it.
+BaselineCache = dict[tuple[str, str], BaselineData]
+
+
+def baseline_data(catalog: Catalog, store: Store, run: RunRow, baseline: Baseline,
+                   cache: BaselineCache | None) -> BaselineData:
+    key = (run.endpoint, str(baseline.set_at))
+    data = cache.get(key) if cache is not None else None
+    if data is None:
+        data = BaselineData(md_of(store, baseline.run_ids, run.languages, catalog.languages))
+        if cache is not None:
+            cache.clear()
+            cache[key] = data
+    return data
+
+
+def covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
+              run: RunRow, baseline: Baseline, cache: BaselineCache | None
+              ) -> tuple[dict[str, Adjusted], Persistence | None]:
+    """The pooled cells of `run_ids` (run's, or its top-up's) with the baseline's answers
+    as covariate (CUPED, monitor.stats.covariate); nothing when baseline.covariate is off
+    or the adjustment does not pay."""
+    table = _table(settings, catalog, store, run, baseline, cache)
+    if table is None:
+        return {}, None
+    adj, pers = covariate_of(store, run_ids, table, run.languages, catalog.languages)
+    return (adj if pers.used else {}), pers
+
+
+def md_and_covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
+                     run: RunRow, baseline: Baseline | None, cache: BaselineCache | None
+                     ) -> tuple[list[MDRow], dict[str, Adjusted]]:
+    """The MD of `run_ids` (a top-up's) and `covariate`'s adjusted cells, from one read."""
+    table = _table(settings, catalog, store, run, baseline, cache)
+    md, cov = md_covariate_of(store, run_ids, table, run.languages, catalog.languages)
+    return md, (cov[0] if cov is not None and cov[1].used else {})
+
+
+def _table(settings: Settings, catalog: Catalog, store: Store, run: RunRow,
+           baseline: Baseline | None, cache: BaselineCache | None) -> BaseTable | None:
+    """The baseline's covariate table, read once per baseline (None: no covariate)."""
+    if baseline is None or not settings.baseline.covariate:
+        return None
+    data = baseline_data(catalog, store, run, baseline, cache)
+    if data.table is None:
+        data.table = base_table_of(store, baseline.run_ids, run.languages, catalog.languages)
+    return data.table
+
+
+def detector_h(settings: Settings, catalog: Catalog, store: Store, run: RunRow,
+               baseline: Baseline, cache: BaselineCache | None) -> tuple[float, DerivedH | None]:
+    """The CUSUM's h for runs against `baseline`: thresholds.cusum_h, or with `auto` the
+    planner's h for thresholds.false_alarms_per_100 at this baseline's sd and size
+    (`baseline_h`; seeded, so every run of a baseline gets the same)."""
+    t = settings.thresholds
+    if t.cusum_h != "auto":
+        return float(t.cusum_h), None
+    data = baseline_data(catalog, store, run, baseline, cache)
+    if data.h is None:
+        ids = set(baseline.run_ids)
+        size = sum(r.triplets for r in store.runs(run.endpoint) if r.run_id in ids)
+        cells = cell_shares(catalog, settings.sampling.scenarios, run.languages)
+        data.h = baseline_h(cells, sd_from_md(data.md), settings.sampling.triplets_per_run,
+                            size, fa_target=t.false_alarms_per_100,
+                            drift_points=t.drift_md_points,
+                            min_runs_firing=settings.alerts.min_runs_firing,
+                            floor=CUSUM_H if settings.topup.enabled else 0.0)
+    return data.h.h, data.h
