@@ -143,7 +143,7 @@ def _rss_mb() -> float:
 def measure(path: Path, what: str, threads: int) -> dict[str, Any]:
     """One measurement in this (fresh) process; peak RSS includes the imports."""
     from monitor.catalog import load_catalog
-    from monitor.config import Alerts, Thresholds
+    from monitor.config import CUSUM_H, Alerts, Thresholds
     from monitor.stats import md_of, summarise
     from monitor.store import Store
     from monitor.watch import history, replay
@@ -161,10 +161,10 @@ def measure(path: Path, what: str, threads: int) -> dict[str, Any]:
             s = summarise(store, latest.run_id, LANGS, local, seed=latest.seed)
             bmd = md_of(store, base, LANGS, local)
             states = replay([*s.md], bmd, ["pooled"], thresholds=Thresholds(),
-                            alerts=Alerts())
+                            alerts=Alerts(), h=CUSUM_H)
             out = {"md_rows": len(s.md), "jsd_rows": len(s.jsd), "state_rows": len(states)}
         else:
-            hist = history(store, ENDPOINT, local, baseline_runs=base)
+            hist = history(store, ENDPOINT, local, baseline_runs=base, h=CUSUM_H)
             out = {"md_rows": len(hist.md), "jsd_rows": len(hist.jsd),
                    "state_rows": len(hist.states)}
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0

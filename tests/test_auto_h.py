@@ -55,7 +55,8 @@ def test_with_the_top_up_on_the_auto_h_is_never_below_the_default(
     plain = baseline_h(cells, 0.95, 40, 2000, fa_target=1.0, **KW)
     up = baseline_h(cells, 0.95, 40, 2000, fa_target=1.0, floor=CUSUM_H, **KW)
     assert plain.h < CUSUM_H == up.h and up.planned == plain.h
-    assert f"the planner's h {plain.h:g} raised to {CUSUM_H:g}" in up.describe()
+    assert f"the planner's h {plain.h:g} for the CUSUM alone (" in up.describe()
+    assert f"raised to {CUSUM_H:g}: with the top-up on" in up.describe()
     # A small baseline still raises h above the default.
     small = baseline_h(cells, 0.95, 40, 150, fa_target=1.0, floor=CUSUM_H, **KW)
     assert small.h > CUSUM_H and small.planned is None

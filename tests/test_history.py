@@ -14,11 +14,12 @@ import pytest
 
 from monitor.catalog import load_catalog
 from monitor.cli import main
-from monitor.config import load_settings
+from monitor.config import CUSUM_H, load_settings
 from monitor.measure import finish_run
 from monitor.stats import jsd_of, md_of
 from monitor.store import Store
 from monitor.watch import evaluate, history
+from monitor.watch.reference import detector_h
 
 LOCAL = load_catalog().languages
 
@@ -87,7 +88,7 @@ def test_jsd_ties_of_identical_histograms_count_as_ties(db: Path, tmp_path: Path
 def test_history_has_md_jsd_and_a_state_for_every_later_run(db: Path) -> None:
     store = Store(db)
     runs = store.runs("sim")
-    hist = history(store, "sim", LOCAL, baseline_runs=[runs[0].run_id])
+    hist = history(store, "sim", LOCAL, baseline_runs=[runs[0].run_id], h=CUSUM_H)
     assert hist.runs == [r.run_id for r in runs]  # in time order
     assert {r.group for r in hist.md} == {r.run_id for r in runs}
     assert {r.group for r in hist.jsd} == {r.run_id for r in runs}
@@ -110,7 +111,9 @@ def test_history_states_are_those_the_daemon_persists(db: Path, tmp_path: Path) 
     settings, _ = load_settings(db.parent / "monitor.yaml")
     store.set_baseline("sim", [runs[0].run_id], runs[0].catalog_version,
                        store.run_model_ids([runs[0].run_id])[runs[0].run_id], auto=False)
-    hist = history(store, "sim", LOCAL, jsd=False)  # the active baseline by default
+    # The h the daemon sizes against this baseline (thresholds.cusum_h: auto).
+    h, _ = detector_h(settings, catalog, store, runs[1], store.baseline("sim"), None)
+    hist = history(store, "sim", LOCAL, jsd=False, h=h)  # the active baseline by default
     assert {"pending", "firing"} <= {s for s, _ in hist.states.values()}  # it left OK
     for run in runs[1:]:
         result = finish_run(settings, catalog, store, run)
@@ -123,9 +126,9 @@ def test_history_states_are_those_the_daemon_persists(db: Path, tmp_path: Path) 
 def test_history_since_keeps_the_states_of_the_whole_history(db: Path) -> None:
     store = Store(db)
     runs = store.runs("sim")
-    full = history(store, "sim", LOCAL, baseline_runs=[runs[0].run_id], jsd=False)
+    full = history(store, "sim", LOCAL, baseline_runs=[runs[0].run_id], jsd=False, h=CUSUM_H)
     late = history(store, "sim", LOCAL, since=runs[2].started_at,
-                   baseline_runs=[runs[0].run_id], jsd=False)
+                   baseline_runs=[runs[0].run_id], jsd=False, h=CUSUM_H)
     assert late.runs == [r.run_id for r in runs[2:]]
     assert {r.group for r in late.md} == set(late.runs)
     # The CUSUM carries over from runs before `since`: the same states as the full history.
@@ -136,3 +139,12 @@ def test_history_since_keeps_the_states_of_the_whole_history(db: Path) -> None:
 def test_no_runs_gives_an_empty_history(tmp_path: Path) -> None:
     hist = history(Store(tmp_path / "empty.duckdb"), "nobody", LOCAL)
     assert hist.runs == [] and hist.md == [] and hist.states == {}
+
+
+def test_an_auto_h_must_be_given_to_replay(db: Path) -> None:
+    # thresholds.cusum_h: auto (the default) is sized against the baseline with the
+    # catalog's cells, which a replay does not have: it says so instead of guessing.
+    store = Store(db)
+    runs = store.runs("sim")
+    with pytest.raises(ValueError, match="cusum_h is auto; pass the h"):
+        history(store, "sim", LOCAL, baseline_runs=[runs[0].run_id], jsd=False)

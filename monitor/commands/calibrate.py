@@ -123,7 +123,7 @@ def _expect(settings: Settings, cells: Cells, sd: float, base_triplets: int) -> 
                              drift_points=t.drift_md_points, min_runs_firing=mrf,
                              floor=CUSUM_H if tp.enabled else 0.0)
         h = derived.h
-        print(f"  thresholds.cusum_h auto: {derived.describe()} at {n} triplets per run")
+        print(f"  thresholds.cusum_h auto, for runs of {n} triplets: {derived.describe()}")
     if tp.enabled:
         r = evaluate_topup(n, cells, sd, t.drift_md_points, 3, t.drift_md_points, mrf, None,
                            TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets,

@@ -11,9 +11,11 @@ __all__ = ["CUSUM_H", "Thresholds", "Topup"]
 _Strict = ConfigDict(extra="forbid", frozen=True)
 
 
-#: The default LLR CUSUM level (nats), chosen with bench/stat_validation.py for
-#: <= 1 false page per 100 runs over the 9 pooled cells at the default run
-#: size and automatic baseline (docs/benchmarks.md).
+#: The LLR CUSUM level (nats) chosen with bench/stat_validation.py for <= 1 false
+#: page per 100 runs over the 9 pooled cells at the default run size and automatic
+#: baseline (docs/benchmarks.md); with `cusum_h: auto` (the default) the floor of the
+#: h sized against a baseline while the top-up is on, and the h of a baseline with
+#: no sd to size it from.
 CUSUM_H = 7.0
 
 
@@ -24,8 +26,8 @@ class Thresholds(BaseModel):
     drift_md_points: float = Field(0.5, gt=0, le=9,
                                    description="Design shift of the drift CUSUM (points).")
     cusum_h: Annotated[float, Field(gt=0, le=100)] | Literal["auto"] = Field(
-        CUSUM_H, description="LLR CUSUM alarm level (nats); `monitor plan` sizes it. `auto`: "
-                             "sized against each baseline for false_alarms_per_100.")
+        "auto", description="LLR CUSUM alarm level (nats), or `auto`: sized against each "
+                             "baseline for false_alarms_per_100 (monitor.watch.reference).")
     false_alarms_per_100: float = Field(1.0, gt=0, le=100,
                                         description="False pages per 100 runs (all cells) an "
                                                     "`auto` h is sized for.")

@@ -39,11 +39,11 @@ def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
            ) -> dict[Cell, tuple[str, float | None]]:
     """The state and z of every (run, scenario, country) after that run, walking `order`.
     `h`: the CUSUM's, else thresholds.cusum_h; an `auto` h is the caller's to size
-    (monitor.watch.evaluate.detector_h: it needs the catalog's cells)."""
+    (monitor.watch.reference.detector_h: it needs the catalog's cells)."""
     if h is None:
         if thresholds.cusum_h == "auto":
             raise ValueError("replay: thresholds.cusum_h is auto; pass the h sized for "
-                             "the baseline (monitor.watch.evaluate.detector_h)")
+                             "the baseline (monitor.watch.reference.detector_h)")
         h = float(thresholds.cusum_h)
     ref = {(b.scenario, b.country): b for b in base}
     by_run: dict[str, list[MDRow]] = {}
@@ -70,7 +70,8 @@ def history(store: Store, endpoint: str, local_countries: Mapping[str, Sequence[
             alerts: Alerts | None = None, h: float | None = None) -> History:
     """Every finished run of `endpoint` started at or after `since`, recomputed. The
     baseline: `baseline_runs`, else the active one, else the first AUTO_BASELINE_RUNS
-    runs (they get no state). Runs asked in other languages than the latest are left out."""
+    runs (they get no state). Runs asked in other languages than the latest are left out.
+    `h`: as `replay` has it (with thresholds.cusum_h auto, the default, it must be given)."""
     runs = [r for r in store.runs(endpoint) if r.finished_at is not None
             and r.status in FINISHED]
     if not runs:

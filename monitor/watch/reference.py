@@ -54,11 +54,13 @@ class DerivedH(NamedTuple):
               f"{self.false_alarms_per_100:g} false pages per 100 runs expected" if
               self.false_alarms_per_100 > 0 else
               f"no false page in the planner's {REPS * RUNS} simulated runs")
-        raised = ("" if self.planned is None else
-                  f"; the planner's h {self.planned:g} raised to {self.h:g}: with the top-up "
-                  "on, its alpha sets the false pages and h the evidence a resolve needs")
-        return (f"h {self.h:g} from the baseline (sd {self.sd:.2f}, "
-                f"{self.baseline_triplets} triplets): {fa}{raised}")
+        head = (f"h {self.h:g} from the baseline (sd {self.sd:.2f}, "
+                f"{self.baseline_triplets} triplets)")
+        if self.planned is None:
+            return f"{head}: {fa}"
+        return (f"{head}: the planner's h {self.planned:g} for the CUSUM alone ({fa}) raised "
+                f"to {self.h:g}: with the top-up on, its alpha sets the false pages and h the "
+                "evidence a resolve needs")
 
 
 def baseline_h(cells: Cells, sd: float, n_run: int, baseline_triplets: int | None, *,
