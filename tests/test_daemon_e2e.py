@@ -107,34 +107,35 @@ def test_bias_raised_fires_once_survives_sigkill_and_recovers(
         db = tmp_path / "monitor.duckdb"
         log1, log2 = tmp_path / "d1.log", tmp_path / "d2.log"
         with daemon(cfg, log1) as proc:
-            wait_until(lambda: Store(db, lock_timeout_s=60).baseline("local") is not None, 480)
-            wait_until(lambda: _cell(db, "CN") == "ok", 300)  # compared, quiet
+            wait_until(lambda: Store(db, lock_timeout_s=60).baseline("local") is not None,
+                       480, log1)
+            wait_until(lambda: _cell(db, "CN") == "ok", 300, log1)  # compared, quiet
             assert slack.requests == []
             model.bias["CN"] = 3.0
-            wait_until(lambda: _cell(db, "CN") == "firing", 480)
-            wait_until(lambda: len(slack.requests) >= 1, 300)
+            wait_until(lambda: _cell(db, "CN") == "firing", 480, log1)
+            wait_until(lambda: len(slack.requests) >= 1, 300, log1)
             _, metrics_text = get(f"http://127.0.0.1:{port}/metrics")
             # Kill hard in the middle of the next run.
             asked = len(llm.requests)
-            wait_until(lambda: len(llm.requests) > asked + 50, 300)
+            wait_until(lambda: len(llm.requests) > asked + 50, 300, log1)
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
         assert len(slack.requests) == 1
         fired = " ".join(slack.requests[0].texts())
         assert "FIRING" in fired and "CN" in fired and "all" in fired
         with daemon(cfg, log2) as proc:
-            wait_until(lambda: get(f"http://127.0.0.1:{port}/metrics")[0] == 200, 300)
+            wait_until(lambda: get(f"http://127.0.0.1:{port}/metrics")[0] == 200, 300, log2)
             _, after = get(f"http://127.0.0.1:{port}/metrics")
             assert _cell(db, "CN") == "firing"  # the state survived the kill
             assert _value(after, "bias_monitor_probes_total", status="ok") >= _value(
                 metrics_text, "bias_monitor_probes_total", status="ok")
             runs_before = len(Store(db, lock_timeout_s=60).runs("local"))
             wait_until(lambda: len(Store(db, lock_timeout_s=60).runs("local")) >= runs_before + 2,
-                  480)
+                  480, log2)
             assert len(slack.requests) == 1  # still firing: nothing sent twice
             model.bias["CN"] = 0.0
-            wait_until(lambda: _cell(db, "CN") == "ok", 720)
-            wait_until(lambda: len(slack.requests) >= 2, 300)
+            wait_until(lambda: _cell(db, "CN") == "ok", 720, log2)
+            wait_until(lambda: len(slack.requests) >= 2, 300, log2)
             _, final = get(f"http://127.0.0.1:{port}/metrics")
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=30) == 0

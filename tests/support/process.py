@@ -42,7 +42,7 @@ def get(url: str) -> tuple[int, str]:
         return 0, ""
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 60.0) -> None:
+def wait_until(predicate: Callable[[], object], timeout: float = 60.0, *logs: Path) -> None:
     """Poll `predicate` until it holds; fail after `timeout` (a bound, never a pace).
 
     Bounds on daemon runs are minutes: each run is a child process that imports
@@ -58,7 +58,10 @@ def wait_until(predicate: Callable[[], object], timeout: float = 60.0) -> None:
             return
         time.sleep(pause)
         pause = min(pause * 1.5, 1.0)
-    raise AssertionError("condition not reached in time")
+    # The daemon's own words say why (a run that failed, a lock, a slow start).
+    tails = "".join(f"\n--- {log.name}\n{log.read_text(errors='replace')[-3000:]}"
+                    for log in logs if log.exists())
+    raise AssertionError(f"condition not reached in {timeout:g} s{tails}")
 
 
 @contextmanager
