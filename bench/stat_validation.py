@@ -574,7 +574,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.reps, args.jsd_reps, args.md_runs, args.check_runs = 10, 10, 100, 2
-    from monitor.config import Thresholds
+    from monitor.config import CUSUM_H, Thresholds
 
     t = Thresholds()
     drift_points = t.drift_md_points if args.drift_points is None else args.drift_points
@@ -596,8 +596,8 @@ def main() -> None:
         data = drift_data(gen, n, args.reps, args.baseline_runs, args.monitored_runs, pre, post,
                           dmds, args.seed)
         drift[str(n)] = sweep(gen, data, h_grid, drift_points, 2, dmds)
-    rec = recommend(drift, h_grid, t.cusum_h)
-    plan_check = planner_check(cat, drift, rec, drift_points, t.cusum_h, args.baseline_runs)
+    rec = recommend(drift, h_grid, CUSUM_H)
+    plan_check = planner_check(cat, drift, rec, drift_points, CUSUM_H, args.baseline_runs)
     doc = {"command": "python bench/stat_validation.py " + " ".join(sys.argv[1:]),
            "machine": f"{platform.machine()}, Python {platform.python_version()}",
            "seconds": None,
@@ -627,7 +627,7 @@ def main() -> None:
                          "efficiency above 1 is possible and means 'at the bound'"},
            "generator_check": check, "md": md, "jsd": jsd, "drift": drift,
            "recommendation": rec, "planner_check": plan_check}
-    doc["figures"] = [] if args.drift_only else figures(md, drift, h_grid, t.cusum_h,
+    doc["figures"] = [] if args.drift_only else figures(md, drift, h_grid, CUSUM_H,
                                                               args.baseline_runs)
     doc["seconds"] = round(time.time() - start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)

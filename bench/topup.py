@@ -47,7 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from monitor.catalog import Catalog, load_catalog
-from monitor.config import Settings, load_settings
+from monitor.config import CUSUM_H, Settings, load_settings
 from monitor.daemon.job import Daemon
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.outbox import build_sinks
@@ -71,6 +71,10 @@ CN_SHIFT = 0.6  # bias points: MD + 5/6 * 0.6 = +0.5
 # Baselines per normal-model figure: 4x `monitor plan`'s 400, since the worst of 9
 # cells' P3 moved by +-0.02 between seeds at 400 (the minimum of noisy estimates).
 NORMAL_REPS = 1600
+#: The h the default `thresholds.cusum_h: auto` gives at these settings with the top-up
+#: on: its floor (the planner's h for 20-run and calibration baselines is lower;
+#: bench/auto_h.py). The real-path cases run the daemon, which sizes it itself.
+H = CUSUM_H
 
 
 def _defaults() -> tuple[Settings, TopupParams]:
@@ -90,7 +94,7 @@ def normal_part(cat: Catalog, quick: bool) -> dict[str, Any]:
         for base_name, base in (("automatic", None), ("calibration", cycle)):
             for n in (40,) if quick else SIZES:
                 r = evaluate_topup(n, cells, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing,
-                                   None, tp, s.thresholds.cusum_h, base, reps=NORMAL_REPS)
+                                   None, tp, H, base, reps=NORMAL_REPS)
                 row = {"profile": profile, "sd": sd, "baseline": base_name, **r}
                 out["rows"].append(row)
                 print(f"{profile:9s} {base_name:11s} n={n:3d}: FP {r['false_alarms_per_100']:.2f}"
@@ -109,7 +113,7 @@ def long_part(cat: Catalog) -> dict[str, Any]:
     for profile, sd in PROFILES.items():
         n = np.array(cell_sizes(40, cells))
         base = n * 1919 / 40  # a calibration baseline of one rotation cycle
-        kw: dict[str, Any] = {"h": s.thresholds.cusum_h, "tp": tp, "base_triplets": base,
+        kw: dict[str, Any] = {"h": H, "tp": tp, "base_triplets": base,
                               "drift_points": 0.5, "min_runs_firing": s.alerts.min_runs_firing,
                               "runs": 200, "reps": NORMAL_REPS}
         null = simulate_topup(n, sd, shift=0.0, **kw)
@@ -171,7 +175,7 @@ def balance_part(cat: Catalog) -> dict[str, Any]:
     for profile, sd in PROFILES.items():
         for label, c in (("uniform", uniform), ("balanced", eff)):
             r = evaluate_topup(40, c, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing, None, tp,
-                               s.thresholds.cusum_h, sampler.population, reps=NORMAL_REPS)
+                               H, sampler.population, reps=NORMAL_REPS)
             out[f"{profile}_{label}"] = r
             print(f"  {profile:9s} {label:8s} n=40: FP {r['false_alarms_per_100']:.2f}, P3 "
                   f"worst {r['p_detect']:.3f} ({r['worst_cell']}), calls/run "
