@@ -163,3 +163,16 @@ def test_monitor_plan_reports_the_h_an_auto_config_will_use(
     assert now["false_alarms_per_100"] <= 0.5
     assert main(argv) == 0
     assert f"now: 40 triplets/run, h = {want.h:g}" in capsys.readouterr().out
+
+
+def test_a_union_keys_tags_go_but_a_dict_keys_name_stays(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    # Only a union's member tags leave the path: a header name is a key the user wrote.
+    from monitor.cli import main
+
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo",
+                                   "headers_env": {"X-Team-Key": [1, 2]}}])
+    assert main(["config", "check", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "endpoints.0.headers_env.X-Team-Key: Input should be a valid string" in err

@@ -83,18 +83,22 @@ def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
     return Settings.model_validate(data), path
 
 
-def _field_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A key's path without pydantic's union members ("constrained-float", "literal['auto']"):
-    the user wrote a key, not a type."""
-    return tuple(p for p in loc if isinstance(p, int) or str(p).isidentifier())
+def _union_members(errors: list[Any]) -> tuple[tuple[Any, ...], list[Any]]:
+    """(the key, its errors) of the first error. A union (a number or "auto") fails once
+    per member, each with the same input and the member's tag ("constrained-float",
+    "literal['auto']") as the last part of its path: the user wrote the key, not a
+    tag, so the tag is left out and the members' rules are said together."""
+    err = errors[0]
+    loc = tuple(err["loc"])
+    members = [e for e in errors if len(loc) > 1 and tuple(e["loc"][:-1]) == loc[:-1]
+               and isinstance(e["loc"][-1], str) and repr(e.get("input")) == repr(err.get("input"))]
+    return (loc[:-1], members) if len(members) > 1 else (loc, [err])
 
 
 def _one_line(exc: ValidationError, path: Path) -> str:
     errors = exc.errors()
     err = errors[0]
-    where = _field_loc(err["loc"])
-    # A union (a number or "auto") fails once per member: one key, its members' rules.
-    same = [e for e in errors if _field_loc(e["loc"]) == where]
+    where, same = _union_members(errors)
     key = ".".join(str(p) for p in where) or "(top level)"
     # The variable that set this key or one of its parents (MONITOR_ALERTS__SLACK__X,
     # MONITOR_ENDPOINTS as JSON), longest first.
