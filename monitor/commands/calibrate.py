@@ -26,7 +26,7 @@ import numpy as np
 from monitor.catalog import load_catalog
 from monitor.commands.plan import cost_per_call, stored_usage
 from monitor.commands.probe import endpoints_for, run_until_stopped
-from monitor.config import CUSUM_H, Endpoint, Settings, load_settings
+from monitor.config import Endpoint, Settings, load_settings
 from monitor.errors import EXIT_NO_RESULTS, UsageError
 from monitor.measure.run import RunOptions, RunResult
 from monitor.store import Store
@@ -39,7 +39,7 @@ from monitor.watch.plan import (
     evaluate_topup,
     sd_from_md,
 )
-from monitor.watch.reference import baseline_h
+from monitor.watch.reference import auto_h
 
 __all__ = ["DEFAULT_TRIPLETS_PER_CELL", "calibrate_command", "calibration_size"]
 
@@ -119,9 +119,7 @@ def _expect(settings: Settings, cells: Cells, sd: float, base_triplets: int) -> 
     mrf = settings.alerts.min_runs_firing
     h = t.cusum_h
     if h == "auto":
-        derived = baseline_h(cells, sd, n, base_triplets, fa_target=t.false_alarms_per_100,
-                             drift_points=t.drift_md_points, min_runs_firing=mrf,
-                             floor=CUSUM_H if tp.enabled else 0.0)
+        derived = auto_h(settings, cells, sd, base_triplets)
         h = derived.h
         print(f"  thresholds.cusum_h auto, for runs of {n} triplets: {derived.describe()}")
     if tp.enabled:

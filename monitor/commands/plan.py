@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from monitor.catalog import Catalog
-from monitor.config import CUSUM_H
 from monitor.errors import UsageError
 from monitor.stats import md_of
 from monitor.store import Store
@@ -24,7 +23,7 @@ from monitor.watch.plan import (
     plan_topup,
     sd_from_md,
 )
-from monitor.watch.reference import baseline_h
+from monitor.watch.reference import auto_h
 
 __all__ = ["cost_per_call", "plan_command", "stored_usage"]
 
@@ -196,11 +195,7 @@ def _current_h(settings: Any, cells: Cells, sd: float, fixed: int | None) -> tup
     t = settings.thresholds
     if t.cusum_h != "auto":
         return float(t.cusum_h), "thresholds.cusum_h"
-    d = baseline_h(cells, sd, settings.sampling.triplets_per_run, fixed,
-                   fa_target=t.false_alarms_per_100, drift_points=t.drift_md_points,
-                   min_runs_firing=settings.alerts.min_runs_firing,
-                   auto_min_triplets=settings.baseline.auto_min_triplets,
-                   floor=CUSUM_H if settings.topup.enabled else 0.0)
+    d = auto_h(settings, cells, sd, fixed)
     return d.h, f"thresholds.cusum_h auto: {d.describe()}"
 
 

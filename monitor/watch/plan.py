@@ -306,7 +306,7 @@ def _gain(drift_points: float, sd: float, n_cell: float, base_runs: float) -> fl
 
 
 def runs_of_baseline(n_run: int, auto_min_triplets: int | None,
-               baseline_triplets: int | None = None) -> float:
+                     baseline_triplets: int | None = None) -> float:
     """The baseline's size in runs of n_run: a fixed (calibration) baseline's triplets, or
     what the daemon's automatic baseline collects."""
     if baseline_triplets:

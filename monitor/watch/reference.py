@@ -33,8 +33,8 @@ from monitor.watch.plan import (
     sd_from_md,
 )
 
-__all__ = ["BaselineCache", "BaselineData", "DerivedH", "baseline_data", "baseline_h",
-           "covariate", "detector_h", "md_and_covariate"]
+__all__ = ["BaselineCache", "BaselineData", "DerivedH", "auto_h", "baseline_data",
+           "baseline_h", "covariate", "detector_h", "md_and_covariate"]
 
 
 class DerivedH(NamedTuple):
@@ -84,6 +84,19 @@ def baseline_h(cells: Cells, sd: float, n_run: int, baseline_triplets: int | Non
     if h < floor:
         return DerivedH(floor, fa, sd, size, planned=h)
     return DerivedH(h, fa, sd, size)
+
+
+def auto_h(settings: Settings, cells: Cells, sd: float,
+           baseline_triplets: int | None) -> DerivedH:
+    """`thresholds.cusum_h: auto` as the daemon sizes it for these settings: their run
+    size, target and detector, floored at CUSUM_H while the top-up is on. One rule for
+    the daemon (`detector_h`), `monitor plan` and `monitor baseline calibrate`."""
+    t = settings.thresholds
+    return baseline_h(cells, sd, settings.sampling.triplets_per_run, baseline_triplets,
+                      fa_target=t.false_alarms_per_100, drift_points=t.drift_md_points,
+                      min_runs_firing=settings.alerts.min_runs_firing,
+                      auto_min_triplets=settings.baseline.auto_min_triplets,
+                      floor=CUSUM_H if settings.topup.enabled else 0.0)
 
 
 @dataclass
@@ -162,9 +175,5 @@ def detector_h(settings: Settings, catalog: Catalog, store: Store, run: RunRow,
         ids = set(baseline.run_ids)
         size = sum(r.triplets for r in store.runs(run.endpoint) if r.run_id in ids)
         cells = cell_shares(catalog, settings.sampling.scenarios, run.languages)
-        data.h = baseline_h(cells, sd_from_md(data.md), settings.sampling.triplets_per_run,
-                            size, fa_target=t.false_alarms_per_100,
-                            drift_points=t.drift_md_points,
-                            min_runs_firing=settings.alerts.min_runs_firing,
-                            floor=CUSUM_H if settings.topup.enabled else 0.0)
+        data.h = auto_h(settings, cells, sd_from_md(data.md), size)
     return data.h.h, data.h
