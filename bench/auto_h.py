@@ -13,8 +13,8 @@ calibration baseline of one rotation cycle, at 40 triplets per run:
 - with the top-up (config defaults): the same, the calls per run, and 200-run
   histories: pages with no shift, false "resolved" under a persistent 0.5 shift
   (simulate_topup, i.e. drift.advance plus topup.suspect/llr/decide/apply), at the
-  planner's h, at the daemon's auto h with the top-up on (floored at the default 7:
-  `baseline_h(floor=)`) and at 7.
+  planner's h, at the daemon's auto h with the top-up on (`auto_h`, floored at the
+  default 7) and at 7.
 Seconds to a minute. Writes bench/results/auto_h.json.
 """
 
@@ -43,7 +43,7 @@ from monitor.watch.plan import (
     simulate,
     simulate_topup,
 )
-from monitor.watch.reference import baseline_h
+from monitor.watch.reference import auto_h, baseline_h
 
 OUT = Path(__file__).resolve().parent / "results" / "auto_h.json"
 PROFILES = {"demo": 0.95, "realistic": 1.34}  # as bench/topup.py
@@ -103,9 +103,8 @@ def main() -> int:
             row: dict[str, Any] = {"profile": profile, "sd": sd, "baseline": base_name,
                                    "baseline_triplets": d.baseline_triplets, "auto_h": d.h,
                                    "planner_false_alarms_per_100": d.false_alarms_per_100}
-            # With the top-up on the daemon floors the auto h at the default.
-            up = baseline_h(cells, sd, 40, size, fa_target=t.false_alarms_per_100,
-                            drift_points=0.5, min_runs_firing=mrf, floor=CUSUM_H)
+            # The daemon's own rule at these settings (top-up on: floored at 7).
+            up = auto_h(s, cells, sd, size)
             row["auto_h_topup"] = up.h
             for label, h in (("auto", d.h), ("default", CUSUM_H)):
                 row[f"alone_{label}"] = _alone(n, sd, h, base_runs, mrf)
