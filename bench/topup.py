@@ -1,6 +1,6 @@
 """The detector with its top-up confirmation: false pages, detection within 3 runs, calls.
 
-    python bench/topup.py [--quick] [--e2e-reps 40] [--out PATH]
+    python bench/topup.py [--quick] [--e2e-reps 40] [--e2e-only CASES] [--parts PARTS] [--out PATH]
 
 Part 1 (normal model; seconds): monitor.watch.plan.evaluate_topup, i.e. the daemon's
 own CUSUM (monitor.watch.drift.advance) and top-up (monitor.watch.topup: suspect,
@@ -12,9 +12,10 @@ default), over run sizes.
 Part 2 (normal model): 200-run histories: pages with no shift (a stable accepted
 bias is no shift), OK -> PENDING transitions, and FIRING -> OK ("resolved") under a
 persistent shift of 0.5 points.
-Part 2b (seconds): what equal-share sampling would buy, measured before building it:
-the effective share of each cell under the weights that keep the MD the paper's
-estimand, and the detector on those shares.
+Part 2b (a minute): what equal-share sampling would buy: the effective share of each
+cell under the weights that keep the MD the paper's estimand (and under every
+weighting part-way to them), the detector on those shares, and the most equal
+shares could buy with no weighting loss at all (35 and 40 triplets per run).
 Part 3 (the real path; minutes): the daemon's job itself (Daemon.run_job: Sampler,
 prompts, the simulated model of monitor/measure/simulated.py, the parser, DuckDB,
 the statistics engine, evaluate, the top-up asking fresh triplets) for the demo
@@ -171,15 +172,38 @@ def balance_part(cat: Catalog) -> dict[str, Any]:
     out["worst_cell_gain"] = round(min(effective) / worst, 3)
     print(f"balanced sampling: worst cell's effective share {min(effective):.3f} vs "
           f"{worst:.3f} uniform ({out['worst_cell_gain']}x)", flush=True)
+    # Part-way: weights w^t between uniform (t = 0) and equal shares (t = 1). The best
+    # any weighting that keeps the estimand can do for the worst cell is the largest
+    # smallest effective share on this path.
+    path = []
+    for t in np.linspace(0.0, 1.0, 11):
+        pt = w ** t / (w ** t).sum()
+        eff_t = []
+        for c in range(len(names)):
+            pc = pt[holds[:, c] == 1]
+            q, ipw = pc / pc.sum(), 1 / pc
+            eff_t.append(float(pc.sum()) * float((q * ipw).sum() ** 2 / (q * ipw ** 2).sum()))
+        path.append({"t": round(float(t), 1), "worst_effective_share": round(min(eff_t), 4),
+                     "worst_cell": names[int(np.argmin(eff_t))]})
+    out["weight_path"] = path
+    best = max(path, key=lambda x: x["worst_effective_share"])
+    print(f"  best partial weighting: t = {best['t']}, worst effective share "
+          f"{best['worst_effective_share']:.4f} ({best['worst_cell']})", flush=True)
     eff = uniform._replace(shares=effective)
+    # The most equal shares could ever buy: every cell 1/3 of a run with no weighting
+    # loss, as a detector on the design's own (unweighted) mean against a baseline
+    # drawn the same way would see it (that mean is no longer the reported MD).
+    equal = uniform._replace(shares=[1 / 3] * len(names))
     for profile, sd in PROFILES.items():
-        for label, c in (("uniform", uniform), ("balanced", eff)):
-            r = evaluate_topup(40, c, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing, None, tp,
-                               H, sampler.population, reps=NORMAL_REPS)
-            out[f"{profile}_{label}"] = r
-            print(f"  {profile:9s} {label:8s} n=40: FP {r['false_alarms_per_100']:.2f}, P3 "
-                  f"worst {r['p_detect']:.3f} ({r['worst_cell']}), calls/run "
-                  f"{r['triplets_asked_mean'] * 6:.0f}", flush=True)
+        for label, c, sizes in (("uniform", uniform, (35, 40)), ("balanced", eff, (40,)),
+                                ("equal_no_loss", equal, (35, 40))):
+            for n in sizes:
+                r = evaluate_topup(n, c, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing, None,
+                                   tp, H, sampler.population, reps=NORMAL_REPS)
+                out[f"{profile}_{label}" + ("" if n == 40 else f"_{n}")] = r
+                print(f"  {profile:9s} {label:13s} n={n}: FP {r['false_alarms_per_100']:.3f}, "
+                      f"P3 worst {r['p_detect']:.3f} ({r['worst_cell']}), calls/run "
+                      f"{r['triplets_asked_mean'] * 6:.0f}", flush=True)
     return out
 
 
@@ -342,24 +366,41 @@ def main() -> int:
     ap.add_argument("--e2e-null-runs", type=int, default=100)
     ap.add_argument("--e2e-only", default="",
                     help="comma-separated case names (CASES); the others keep their figures")
+    ap.add_argument("--parts", default="",
+                    help="comma-separated normal-model parts (normal, long, balanced_sampling, "
+                         "h_grid) to run alone, no real path; the others keep their figures")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     cat = load_catalog(None, [])
     t0 = time.time()
+    parts = {"normal": lambda: normal_part(cat, args.quick), "long": lambda: long_part(cat),
+             "balanced_sampling": lambda: balance_part(cat), "h_grid": lambda: h_part(cat)}
+    chosen = [p for p in args.parts.split(",") if p] or list(parts)
+    unknown = [p for p in chosen if p not in parts]
+    if unknown:
+        ap.error(f"--parts: unknown {unknown}; choose from {list(parts)}")
+    kept_all = (json.loads(args.out.read_text(encoding="utf-8"))
+                if args.parts and args.out.exists() else {})
     res: dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(),
-                           "runs_per_history": RUNS, "normal": normal_part(cat, args.quick),
-                           "long": long_part(cat), "balanced_sampling": balance_part(cat),
-                           "h_grid": h_part(cat)}
-    if not args.quick:
+                           "runs_per_history": RUNS}
+    for name, run in parts.items():  # a part not chosen keeps its figures as measured
+        res[name] = run() if name in chosen else kept_all.get(name)
+    if args.parts:
+        res["e2e"], res["note"] = kept_all.get("e2e"), kept_all.get("note")
+    elif not args.quick:
         only = [c for c in args.e2e_only.split(",") if c]
         res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only)
         if only and args.out.exists():  # the other cases' figures stay as measured
             kept = json.loads(args.out.read_text(encoding="utf-8")).get("e2e", {})
             res["e2e"] = {**{k: v for k, v in kept.items() if k not in only}, **res["e2e"]}
-    res["seconds"] = round(time.time() - t0, 1)
+    seconds = round(time.time() - t0, 1)
+    if args.parts:  # the whole command's time stays; this invocation's beside it
+        res["seconds"], res["seconds_parts"] = kept_all.get("seconds"), {args.parts: seconds}
+    else:
+        res["seconds"] = seconds
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2), encoding="utf-8")
-    print(f"wrote {args.out} ({res['seconds']} s)")
+    print(f"wrote {args.out} ({seconds} s)")
     return 0
 
 

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from monitor.catalog import Catalog
-from monitor.config import Topup
+from monitor.commands.runs import runs_command
+from monitor.config import Topup, load_settings
+from monitor.daemon import topup as daemon_topup
 from monitor.daemon.job import Daemon
 from monitor.measure.sampling import Sampler
 from monitor.store import Store
@@ -194,3 +196,43 @@ def test_no_top_up_when_the_day_has_no_room(tmp_path: Path, shipped_catalog: Cat
         asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 6))
     assert rows(store.path, "SELECT count(*) FROM runs WHERE status = 'topup'")[0][0] == 0
     assert "skipped: today's budget is spent" in caplog.text
+
+
+@pytest.mark.slow
+def test_a_top_up_stops_where_the_days_probe_budget_ends(
+        tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each batch was admitted against the dollars only: with budget.max_probes_per_day a
+    # top-up that began with room for one batch went on to its cap (up to 300 triplets
+    # in every language) past the day's probes.
+    langs = ["en", "zh", "ja"]
+    room = 50  # calls left for the fifth run's top-ups: 16 triplets in 3 languages
+    cfg = write_config(tmp_path, [{**SIM, "params": {"bias_points": 0.0}}],
+                       sampling={"triplets_per_run": 40, "languages": langs},
+                       baseline={"auto_min_triplets": 40 * 4},
+                       topup={"suspect_h": 0.05},  # every compared cell is a suspect
+                       budget={"max_probes_per_day": 40 * 3 * 5 + room})
+    daemon, _, store = sim_daemon(cfg, shipped_catalog)
+    monkeypatch.setattr(daemon_topup, "PROGRESS_S", 0.0)  # a progress line every batch
+    with caplog.at_level("INFO"):
+        asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 5))
+    topped = rows(store.path, "SELECT count(*), count(DISTINCT run_id) FROM probe_calls "
+                              "WHERE run_id LIKE '%-topup-%'")[0]
+    assert 0 < topped[0] <= room - room % 3, topped
+    assert rows(store.path, "SELECT count(*) FROM probe_calls")[0][0] <= 40 * 3 * 5 + room
+    assert "stopped by today's budget" in caplog.text
+    # What the budget cut short is said in the verdict, not taken for a dismissal.
+    verdicts = [json.loads(e) for (e,) in rows(store.path, "SELECT extra FROM run_stats "
+                                                           "WHERE kind = 'topup'")]
+    assert verdicts and all(v["asked"] * 3 <= room for v in verdicts)
+    # Its start is said before its calls (it can take minutes under an rpm limit).
+    assert "asking fresh triplets in batches of 5, at most 300 (900 calls)" in caplog.text
+    progress = [m for m in (r.getMessage() for r in caplog.records)
+                if "fresh triplets asked (" in m]
+    assert progress and all("SPRT" in m and "confirms at 9.1" in m for m in progress), progress
+    # `monitor runs` shows a top-up's calls with no planned size (it has none).
+    settings, _ = load_settings(cfg)
+    assert runs_command(settings, None, as_json=False, limit=0) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if "-topup-" in line]
+    assert table and all("/- " in line for line in table)
+    assert not any("/0 " in line for line in table)

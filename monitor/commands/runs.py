@@ -15,6 +15,7 @@ from typing import Any
 from monitor.config import Settings, load_settings
 from monitor.store import RunSummary, Store
 from monitor.store import owner as owners
+from monitor.vocab import RunStatus
 
 __all__ = ["runs_command", "runs_main", "summary_record"]
 
@@ -70,8 +71,10 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
         top = (f"{s.top_error} (x{s.top_error_n})" if s.top_error else
                f"unreadable: {s.top_unparseable} (x{s.top_unparseable_n})"
                if s.top_unparseable else "")
+        # A top-up asks batch by batch until its test decides: no size is planned.
+        planned = "-" if r.status == RunStatus.TOPUP else str(r.planned_calls)
         print(f"{r.run_id:<44} {r.started_at:%Y-%m-%d %H:%M}  {_status(s):<12} "
-              f"{s.calls:>5}/{r.planned_calls:<5} {s.counts.get('failed', 0):>6} "
+              f"{s.calls:>5}/{planned:<5} {s.counts.get('failed', 0):>6} "
               f"{unread:>6}  {top[:120]}")
         if r.reason:
             print(f"{'':<44} {'':<17} why: {r.reason[:200]}")

@@ -161,13 +161,13 @@ class Daemon:
                                             cache=self._baseline_cache)
             if not found:
                 return {}
-            fits, room = self._room(endpoint, len(result.run.languages))
+            fits, usd, calls = self._room(endpoint, len(result.run.languages))
             if not fits:
                 log.info("endpoint %s: top-up of %s skipped: today's budget is spent",
                          endpoint.name, ", ".join(s.country for s in found))
                 return {}
             return await confirm(self.settings, self.catalog, self.store, endpoint, result.run,
-                                 found, client, room, self._baseline_cache)
+                                 found, client, usd, self._baseline_cache, calls)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -175,18 +175,20 @@ class Daemon:
                           endpoint.name)
             return {}
 
-    def _room(self, endpoint: Endpoint, languages: int) -> tuple[bool, float | None]:
-        """Whether today's budget leaves room for a batch of top-up, and the dollars it
-        leaves (None: no dollar cap)."""
+    def _room(self, endpoint: Endpoint, languages: int
+              ) -> tuple[bool, float | None, int | None]:
+        """Whether today's budget leaves room for a batch of top-up, and the dollars and
+        calls it leaves (None: no cap)."""
         b = self.settings.budget
         use = self._today(endpoint)
         batch = self.settings.topup.batch_triplets * languages
-        if b.max_probes_per_day is not None and b.max_probes_per_day - use.calls < batch:
-            return False, None
+        calls = None if b.max_probes_per_day is None else b.max_probes_per_day - use.calls
+        if calls is not None and calls < batch:
+            return False, None, calls
         if b.max_usd_per_day is None:
-            return True, None
+            return True, None, calls
         left = b.max_usd_per_day - float(use.cost_usd)
-        return left > 0, left
+        return left > 0, left, calls
 
     def _after_run(self, endpoint: Endpoint, result: RunResult,
                    verdicts: dict[str, Verdict] | None = None) -> Evaluation:

@@ -19,7 +19,8 @@ import asyncio
 import json
 import logging
 import math
-from dataclasses import replace
+import time
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from monitor.catalog import Catalog
@@ -35,37 +36,76 @@ from monitor.watch import topup
 from monitor.watch.evaluate import Suspect
 from monitor.watch.reference import BaselineCache, md_and_covariate
 
-__all__ = ["confirm", "topup_run_id"]
+__all__ = ["Room", "confirm", "topup_run_id"]
 
 log = logging.getLogger(__name__)
+
+#: Seconds between a long top-up's progress lines in the daemon's log.
+PROGRESS_S = 30.0
 
 
 def topup_run_id(run_id: str, country: str) -> str:
     return f"{run_id}-topup-{country}"
 
 
+@dataclass
+class Room:
+    """What today's budget leaves the top-ups of a run: dollars, checked call by call
+    (`guard`), and calls (budget.max_probes_per_day), checked batch by batch, so that no
+    batch is asked that the day's probes cannot hold. Shared by the run's top-ups."""
+
+    guard: CostGuard
+    calls: int | None  # None: no cap on the day's probes
+    spent: bool = False  # a top-up was stopped by the budget
+
+    def triplets(self, want: int, languages: int) -> int:
+        """How many of `want` triplets (each asked in `languages`) the day still holds."""
+        if self.calls is None:
+            return want
+        fit = min(want, self.calls // max(languages, 1))
+        self.spent = self.spent or fit < want
+        return fit
+
+    def used(self, calls: int) -> None:
+        if self.calls is not None:
+            self.calls = max(self.calls - calls, 0)
+
+
 async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
                   run: RunRow, found: list[Suspect], client: ChatClient,
-                  max_cost_usd: float | None, cache: BaselineCache | None = None
-                  ) -> dict[str, topup.Verdict]:
+                  max_cost_usd: float | None, cache: BaselineCache | None = None,
+                  max_calls: int | None = None) -> dict[str, topup.Verdict]:
     """Top up every suspected cell; the verdicts by country (also stored with the run).
-    `max_cost_usd`: what today's budget still allows (None: no cap); `cache`: the
-    baseline as evaluate reads it (monitor.watch.evaluate.BaselineCache)."""
+    `max_cost_usd` / `max_calls`: the dollars and calls today's budget still allows
+    (None: no cap); `cache`: the baseline as evaluate reads it
+    (monitor.watch.evaluate.BaselineCache)."""
     sampler = Sampler.of_run(catalog, run)
     own = {s.triplet.id for s in sampler.sample(run.run_index)}
     setup = setup_for(endpoint, run.languages, list(catalog.languages))
-    guard = CostGuard(max_cost_usd)  # shared: all top-ups of a run stay within the budget
+    room = Room(CostGuard(max_cost_usd), max_calls)
     baseline = await asyncio.to_thread(store.baseline, run.endpoint)
     verdicts: dict[str, topup.Verdict] = {}
+    tp = settings.topup
     for sus in found:
+        side = "up" if sus.side > 0 else "down"
+        # A top-up can take minutes under an rpm limit (up to topup.max_triplets in
+        # every language): its start is said, not only its end.
+        log.info("endpoint %s: run %s: %s suspected %s (CUSUM %.1f nats > topup.suspect_h "
+                 "%g): asking fresh triplets in batches of %d, at most %d (%d calls)",
+                 endpoint.name, run.run_id, sus.country, side, sus.cusum, tp.suspect_h,
+                 tp.batch_triplets, tp.max_triplets, tp.max_triplets * len(run.languages))
         v = await _one(settings, catalog, store, endpoint, run, sus, sampler, own, setup,
-                       client, guard, baseline, cache)
+                       client, room, baseline, cache)
         verdicts[sus.country] = v
         log.info("endpoint %s: run %s: top-up of %s (%s, CUSUM %.1f): %s after %d triplets, "
                  "MD %+.2f vs baseline %+.2f, SPRT %.1f nats", endpoint.name, run.run_id,
-                 sus.country, "up" if sus.side > 0 else "down", sus.cusum, v.word, v.asked,
-                 v.md, sus.base.md, v.llr)
-        if guard.refused:
+                 sus.country, side, sus.cusum, v.word, v.asked, v.md, sus.base.md, v.llr)
+        if room.guard.refused or room.spent:
+            left = [s.country for s in found if s.country not in verdicts]
+            log.warning("endpoint %s: run %s: top-up of %s stopped by today's budget "
+                        "(budget.max_usd_per_day / max_probes_per_day)%s", endpoint.name,
+                        run.run_id, sus.country,
+                        f"; {', '.join(left)} wait for the next run" if left else "")
             break  # the budget is spent: the other suspects wait for the next run
     await asyncio.to_thread(store.write_stats, run.run_id, _rows(verdicts), replace=False)
     return verdicts
@@ -73,7 +113,7 @@ async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: 
 
 async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
                run: RunRow, sus: Suspect, sampler: Sampler, own: set[str], setup: Setup,
-               client: ChatClient, guard: CostGuard, baseline: Baseline | None,
+               client: ChatClient, room: Room, baseline: Baseline | None,
                cache: BaselineCache | None) -> topup.Verdict:
     tp = settings.topup
     now = datetime.now(UTC)
@@ -88,13 +128,18 @@ async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: End
         await asyncio.to_thread(store.create_run, row)
     asked, n, md, ci, value = 0, 0, math.nan, (math.nan, math.nan), 0.0
     decision = topup.UNDECIDED
+    langs = len(run.languages)
+    said = time.monotonic()
     while asked < tp.max_triplets and decision == topup.UNDECIDED:
-        specs = sampler.topup(run.run_index, sus.country, asked,
-                              min(tp.batch_triplets, tp.max_triplets - asked), own)
+        k = room.triplets(min(tp.batch_triplets, tp.max_triplets - asked), langs)
+        if k < 1:
+            break  # the day's probes are spent: what is there is what the test has
+        specs = sampler.topup(run.run_index, sus.country, asked, k, own)
         if not specs:
             break  # every fresh triplet holding the country is asked
-        not_asked = await ask(catalog, store, endpoint, row, setup, specs, client, guard,
+        not_asked = await ask(catalog, store, endpoint, row, setup, specs, client, room.guard,
                               resumed=True, stop_status=None, look_up=resumed)
+        room.used(len(specs) * langs - not_asked)
         asked += len(specs)
         # The fresh triplets are in a calibration baseline too: the same covariate as
         # the run's own cells (the shown MD stays the raw one).
@@ -109,6 +154,12 @@ async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: End
             value = float(topup.llr(n, x - sus.base.md, sus.base.se * math.sqrt(factor),
                                     sus.base.n, sus.side, settings.thresholds.drift_md_points))
             decision = int(topup.decide(value, tp.alpha, tp.beta))
+        if decision == topup.UNDECIDED and time.monotonic() - said >= PROGRESS_S:
+            said = time.monotonic()
+            yes, no = topup.bounds(tp.alpha, tp.beta)
+            log.info("endpoint %s: top-up of %s for run %s: %d fresh triplets asked (%d calls), "
+                     "SPRT %.1f nats (confirms at %.1f, dismisses at %.1f)", endpoint.name,
+                     sus.country, run.run_id, asked, asked * langs, value, yes, no)
         if not_asked:
             break  # the budget refused calls: what is there is what the test has
     v = topup.Verdict(sus.country, sus.side, decision, n, md, ci, value, asked, row.run_id)
