@@ -82,6 +82,23 @@ def test_probe_budget_limits_the_day(tmp_path: Path, shipped_catalog: Catalog) -
     assert daemon.failures["sim"] == 1
 
 
+def test_a_run_says_its_start_and_progress_in_the_log(
+        tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under an rpm limit a run takes minutes; the log said only its end.
+    monkeypatch.setattr("monitor.daemon.job.PROGRESS_S", 0.0)  # a line for every call
+    daemon, _, _ = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
+                           sampling={"triplets_per_run": 2})
+    with caplog.at_level("INFO", logger="monitor.daemon.job"):
+        asyncio.run(daemon.run_job("sim"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "monitor.daemon.job"]
+    start = next(i for i, m in enumerate(lines) if m.endswith(": 12 calls to make"))
+    assert lines[start].startswith("endpoint sim: run sim-")
+    shown = [m for m in lines if " calls (" in m]
+    assert len(shown) == 12 and shown[-1].startswith("endpoint sim: 12/12 calls (100%), 0 failed")
+    assert start < lines.index(shown[0]) and any(" done: " in m for m in lines[start:])
+
+
 def test_cost_budget_stops_a_run_early_and_never_exceeds(
         tmp_path: Path, shipped_catalog: Catalog) -> None:
     daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},

@@ -31,8 +31,10 @@ from monitor.daemon import outbox
 from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import triage
 from monitor.daemon.sinks import Sink
-from monitor.daemon.topup import confirm
+from monitor.daemon.topup import PROGRESS_S, confirm
+from monitor.logs import LogLines
 from monitor.measure import ChatClient, RunOptions, RunResult, run_endpoint
+from monitor.measure.progress import Progress
 from monitor.measure.run import make_client
 from monitor.measure.sampling import Sampler
 from monitor.stats import jsd_of
@@ -105,8 +107,12 @@ class Daemon:
     async def _one(self, endpoint: Endpoint, opts: RunOptions) -> None:
         client = (self.client_factory(endpoint) if self.client_factory
                   else make_client(self.catalog, endpoint))
+        # Under an rpm limit a run takes minutes: its start and a progress line every
+        # 30 s go to the log, not only its end.
+        progress = Progress(LogLines(log), label=f"endpoint {endpoint.name}: ",
+                            interval_s=PROGRESS_S)
         result = await run_endpoint(self.settings, self.catalog, self.store, endpoint, opts,
-                                    client=client)
+                                    client=client, progress=progress)
         counts = result.status_counts
         if result.run.status == RunStatus.PARTIAL:
             log.warning("endpoint %s: run %s stopped early by the budget (stored as partial)",

@@ -10,19 +10,29 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TextIO
+from typing import Protocol
 
-__all__ = ["Progress"]
+__all__ = ["Lines", "Progress"]
+
+
+class Lines(Protocol):
+    """Where progress goes: stderr, or the daemon's log (monitor.logs.LogLines)."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+    def isatty(self) -> bool: ...
 
 
 class Progress:
-    def __init__(self, stream: TextIO | None = None, *, label: str = "",
+    def __init__(self, stream: Lines | None = None, *, label: str = "",
                  interval_s: float = 5.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.label = label
         self.interval_s = interval_s
         self.clock = clock
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.tty = bool(self.stream.isatty())
         self.total = 0
         self.counts: Counter[str] = Counter()
         self._t0 = 0.0
