@@ -89,7 +89,8 @@ def test_sd_estimated_from_a_real_probe_runs_baseline(
     assert main(["probe", "--once", "--config", str(cfg), "--json"]) == 0
     capsys.readouterr()
     assert main(["plan", "--config", str(cfg)]) == 2  # no baseline yet, no --sd
-    assert "no baseline" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no baseline" in err and "`monitor baseline calibrate`" in err and "--sd" in err
     assert main(["baseline", "set", "--latest", "1", "--config", str(cfg)]) == 0
     capsys.readouterr()
     # A baseline the user set stays until replaced: one run of 40 triplets carries an

@@ -78,7 +78,8 @@ def _stored(store: Store | None, endpoint: str, catalog: Catalog,
     base = store.baseline(endpoint) if store is not None else None
     if store is None or base is None:
         raise UsageError(f"endpoint {endpoint}: no baseline to estimate the sd from; pass --sd "
-                         "or set one with `monitor baseline set --latest N`")
+                         "(0.95 is the demo's), or make one with `monitor baseline calibrate` "
+                         "or `monitor baseline set --latest N`")
     runs = [r for r in (store.get_run(x) for x in base.run_ids) if r is not None]
     langs = runs[0].languages if runs else list(catalog.languages)
     sd = sd_from_md(md_of(store, base.run_ids, langs, catalog.languages))
