@@ -132,6 +132,17 @@ def long_part(cat: Catalog) -> dict[str, Any]:
     return out
 
 
+def _effective(p: np.ndarray, holds: np.ndarray) -> list[tuple[float, float]]:
+    """Per cell: (its share of a run under sampling probabilities p, the Kish efficiency of
+    the inverse-probability weights that keep its MD the mean over its triplets)."""
+    out = []
+    for c in range(holds.shape[1]):
+        pc = p[holds[:, c] == 1]
+        q, ipw = pc / pc.sum(), 1 / pc
+        out.append((float(pc.sum()), float((q * ipw).sum() ** 2 / (q * ipw ** 2).sum())))
+    return out
+
+
 def balance_part(cat: Catalog) -> dict[str, Any]:
     """What equal-share ("balanced") sampling would buy (issue 14, item 2), measured
     before building it: sampling probabilities that give every pooled country cell 1/3
@@ -154,16 +165,13 @@ def balance_part(cat: Catalog) -> dict[str, Any]:
     for _ in range(2000):  # IPF: each triplet's weight moves by its countries' factors
         share = holds.T @ w / w.sum()
         w *= np.exp(holds @ np.log((1 / 3) / share) / 3)
-    p = w / w.sum()
     cells: dict[str, Any] = {}
     effective = []
-    for c, name in enumerate(names):
-        pc = p[holds[:, c] == 1]
-        q, ipw = pc / pc.sum(), 1 / pc
-        kish = float((q * ipw).sum() ** 2 / (q * ipw ** 2).sum())
-        effective.append(float(pc.sum()) * kish)
+    for c, (name, (share_c, kish)) in enumerate(zip(names, _effective(w / w.sum(), holds),
+                                                    strict=True)):
+        effective.append(share_c * kish)
         cells[name] = {"uniform_share": round(uniform.shares[c], 4),
-                       "balanced_share": round(float(pc.sum()), 4), "kish": round(kish, 4),
+                       "balanced_share": round(share_c, 4), "kish": round(kish, 4),
                        "effective_share": round(effective[-1], 4),
                        "gain": round(effective[-1] / uniform.shares[c], 3)}
     out: dict[str, Any] = {"cells": cells, "weight_range": [round(float(w.min() / w.mean()), 3),
@@ -177,12 +185,7 @@ def balance_part(cat: Catalog) -> dict[str, Any]:
     # smallest effective share on this path.
     path = []
     for t in np.linspace(0.0, 1.0, 11):
-        pt = w ** t / (w ** t).sum()
-        eff_t = []
-        for c in range(len(names)):
-            pc = pt[holds[:, c] == 1]
-            q, ipw = pc / pc.sum(), 1 / pc
-            eff_t.append(float(pc.sum()) * float((q * ipw).sum() ** 2 / (q * ipw ** 2).sum()))
+        eff_t = [share_c * kish for share_c, kish in _effective(w ** t / (w ** t).sum(), holds)]
         path.append({"t": round(float(t), 1), "worst_effective_share": round(min(eff_t), 4),
                      "worst_cell": names[int(np.argmin(eff_t))]})
     out["weight_path"] = path
@@ -379,8 +382,10 @@ def main() -> int:
     unknown = [p for p in chosen if p not in parts]
     if unknown:
         ap.error(f"--parts: unknown {unknown}; choose from {list(parts)}")
+    only = [c for c in args.e2e_only.split(",") if c]
+    # What a partial invocation (--parts, --e2e-only) leaves out keeps its figures.
     kept_all = (json.loads(args.out.read_text(encoding="utf-8"))
-                if args.parts and args.out.exists() else {})
+                if (args.parts or only) and args.out.exists() else {})
     res: dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(),
                            "runs_per_history": RUNS}
     for name, run in parts.items():  # a part not chosen keeps its figures as measured
@@ -388,10 +393,9 @@ def main() -> int:
     if args.parts:
         res["e2e"], res["note"] = kept_all.get("e2e"), kept_all.get("note")
     elif not args.quick:
-        only = [c for c in args.e2e_only.split(",") if c]
         res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only)
-        if only and args.out.exists():  # the other cases' figures stay as measured
-            kept = json.loads(args.out.read_text(encoding="utf-8")).get("e2e", {})
+        if only:  # the other cases' figures stay as measured
+            kept = kept_all.get("e2e") or {}
             res["e2e"] = {**{k: v for k, v in kept.items() if k not in only}, **res["e2e"]}
     seconds = round(time.time() - t0, 1)
     if args.parts:  # the whole command's time stays; this invocation's beside it

@@ -173,7 +173,7 @@ class Daemon:
                          endpoint.name, ", ".join(s.country for s in found))
                 return {}
             return await confirm(self.settings, self.catalog, self.store, endpoint, result.run,
-                                 found, client, usd, self._baseline_cache, calls)
+                                 found, client, usd, self._baseline_cache, max_calls=calls)
         except asyncio.CancelledError:
             raise
         except Exception:
