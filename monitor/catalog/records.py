@@ -135,7 +135,7 @@ class Scenario:
         return out or every
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Catalog:
     root: Path
     version: str
