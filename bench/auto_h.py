@@ -31,13 +31,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from monitor.catalog import load_catalog
-from monitor.config import CUSUM_H, Settings
+from monitor.config import CUSUM_H, Settings, Topup
 from monitor.measure.sampling import Sampler
 from monitor.watch.plan import (
     PRE,
     RUNS,
     SEED,
-    TopupParams,
     cell_shares,
     cell_sizes,
     simulate,
@@ -62,7 +61,7 @@ def _alone(n: np.ndarray, sd: float, h: float, base_runs: float, mrf: int) -> di
             "p_detect_worst": round(float(p.min()), 3)}
 
 
-def _topup(n: np.ndarray, sd: float, h: float, base: np.ndarray, tp: TopupParams, mrf: int,
+def _topup(n: np.ndarray, sd: float, h: float, base: np.ndarray, tp: Topup, mrf: int,
            langs: int) -> dict[str, float]:
     kw: dict[str, Any] = {"h": h, "tp": tp, "base_triplets": base, "drift_points": 0.5,
                           "min_runs_firing": mrf, "reps": REPS}
@@ -88,9 +87,7 @@ def main() -> int:
     cat = load_catalog(s.catalog.path, s.catalog.extra_paths)
     langs = s.sampling.languages
     cells = cell_shares(cat, s.sampling.scenarios, langs)
-    mrf, t, tp_cfg = s.alerts.min_runs_firing, s.thresholds, s.topup
-    tp = TopupParams(tp_cfg.suspect_h, tp_cfg.alpha, tp_cfg.beta, tp_cfg.batch_triplets,
-                     tp_cfg.max_triplets)
+    mrf, t, tp = s.alerts.min_runs_firing, s.thresholds, s.topup
     cycle = Sampler(cat, scenarios=s.sampling.scenarios, variants=list(s.sampling.variants),
                     seed=0, triplets_per_run=40, languages=langs).population
     n = np.array(cell_sizes(40, cells))

@@ -38,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
-IMPORTS = ("monitor.config", "monitor.store", "monitor.daemon.exporter",
+IMPORTS = ("monitor.config", "monitor.store", "monitor.serve.exporter",
            "apscheduler.schedulers.asyncio", "pandas", "scipy.stats", "litellm",
            "monitor.daemon.child")
 

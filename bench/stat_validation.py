@@ -503,14 +503,14 @@ def recommend(drift: dict[str, Any], h_grid: list[float], default_h: float) -> d
 def planner_check(cat: Catalog, drift: dict[str, Any], rec: dict[str, Any],
                   drift_points: float, default_h: float, base_runs: int) -> dict[str, Any]:
     """monitor.watch.plan's normal-model simulation against this full simulation, same h."""
-    from monitor.watch.plan import cell_shares, evaluate
+    from monitor.watch.plan import assess, cell_shares
 
     cells = cell_shares(cat, SCENARIOS, LANGS)
     out: dict[str, Any] = {}
     for size, res in drift.items():
         sd = float(np.mean(list(res["sd_d_per_cell"].values())))
         for h in {default_h, rec[size]["h_min_for_fa_target"] or default_h}:
-            _, fa, p = evaluate(int(size), cells, sd, 0.5, math.inf, 3, drift_points, 2,
+            _, fa, p = assess(int(size), cells, sd, 0.5, math.inf, 3, drift_points, 2,
                                 base_runs * int(size), hs=np.array([h]))
             row = res["h"][str(h)]
             out[f"{size}/h={h:g}"] = {

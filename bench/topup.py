@@ -2,7 +2,7 @@
 
     python bench/topup.py [--quick] [--e2e-reps 40] [--e2e-only CASES] [--parts PARTS] [--out PATH]
 
-Part 1 (normal model; seconds): monitor.watch.plan.evaluate_topup, i.e. the daemon's
+Part 1 (normal model; seconds): monitor.watch.plan.assess_topup, i.e. the daemon's
 own CUSUM (monitor.watch.drift.advance) and top-up (monitor.watch.topup: suspect,
 llr, decide, apply) on normal data per pooled country cell, 400 baselines with
 their own estimation error x 100 runs, for the demo profile's sd of d (0.95) and the
@@ -16,7 +16,7 @@ Part 2b (a minute): what equal-share sampling would buy: the effective share of 
 cell under the weights that keep the MD the paper's estimand (and under every
 weighting part-way to them), the detector on those shares, and the most equal
 shares could buy with no weighting loss at all (35 and 40 triplets per run).
-Part 3 (the real path; minutes): the daemon's job itself (Daemon.run_job: Sampler,
+Part 3 (the real path; minutes): the daemon's job itself (ScheduledRun.run: Sampler,
 prompts, the simulated model of monitor/measure/simulated.py, the parser, DuckDB,
 the statistics engine, evaluate, the top-up asking fresh triplets) for the demo
 and realistic profiles: a calibration-sized baseline (one rotation cycle of
@@ -47,21 +47,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from monitor.alerts.outbox import build_sinks
 from monitor.catalog import Catalog, load_catalog
-from monitor.config import CUSUM_H, Settings, load_settings
-from monitor.daemon.job import Daemon
-from monitor.daemon.metrics import MetricsState
-from monitor.daemon.outbox import build_sinks
+from monitor.config import CUSUM_H, Settings, Topup, load_settings
+from monitor.daemon.scheduled import ScheduledRun
 from monitor.measure.llm import CallResult
 from monitor.measure.sampling import Sampler
 from monitor.measure.simulated import SimParams, answer
 from monitor.store import Store
 from monitor.watch.plan import (
     RUNS,
-    TopupParams,
+    assess_topup,
     cell_shares,
     cell_sizes,
-    evaluate_topup,
     simulate_topup,
 )
 
@@ -78,10 +76,9 @@ NORMAL_REPS = 1600
 H = CUSUM_H
 
 
-def _defaults() -> tuple[Settings, TopupParams]:
+def _defaults() -> tuple[Settings, Topup]:
     s = Settings(endpoints=[{"name": "x", "model": "simulated/demo"}])
-    tp = s.topup
-    return s, TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets, tp.max_triplets)
+    return s, s.topup
 
 
 def normal_part(cat: Catalog, quick: bool) -> dict[str, Any]:
@@ -94,7 +91,7 @@ def normal_part(cat: Catalog, quick: bool) -> dict[str, Any]:
     for profile, sd in PROFILES.items():
         for base_name, base in (("automatic", None), ("calibration", cycle)):
             for n in (40,) if quick else SIZES:
-                r = evaluate_topup(n, cells, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing,
+                r = assess_topup(n, cells, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing,
                                    None, tp, H, base, reps=NORMAL_REPS)
                 row = {"profile": profile, "sd": sd, "baseline": base_name, **r}
                 out["rows"].append(row)
@@ -150,7 +147,7 @@ def balance_part(cat: Catalog) -> dict[str, Any]:
     its population), the inverse-probability weights that keep each cell's MD the
     paper's estimand (the mean over the cell's triplets), their Kish efficiency, and
     so each cell's effective share; then the detector with its top-up on those
-    effective shares (evaluate_topup, demo and realistic sd, calibration baseline)."""
+    effective shares (assess_topup, demo and realistic sd, calibration baseline)."""
     s, tp = _defaults()
     sampler = Sampler(cat, scenarios=s.sampling.scenarios, variants=list(s.sampling.variants),
                       seed=0, triplets_per_run=40, languages=s.sampling.languages)
@@ -201,7 +198,7 @@ def balance_part(cat: Catalog) -> dict[str, Any]:
         for label, c, sizes in (("uniform", uniform, (35, 40)), ("balanced", eff, (40,)),
                                 ("equal_no_loss", equal, (35, 40))):
             for n in sizes:
-                r = evaluate_topup(n, c, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing, None,
+                r = assess_topup(n, c, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing, None,
                                    tp, H, sampler.population, reps=NORMAL_REPS)
                 out[f"{profile}_{label}" + ("" if n == 40 else f"_{n}")] = r
                 print(f"  {profile:9s} {label:13s} n={n}: FP {r['false_alarms_per_100']:.3f}, "
@@ -223,7 +220,7 @@ def h_part(cat: Catalog) -> dict[str, Any]:
         for base_name, base in (("automatic", None), ("calibration", sampler.population)):
             rows = []
             for h in (4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 14.0):
-                r = evaluate_topup(40, cells, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing,
+                r = assess_topup(40, cells, sd, 0.5, 3, 0.5, s.alerts.min_runs_firing,
                                    None, tp, h, base, reps=NORMAL_REPS)
                 rows.append({"h": h, "false_alarms_per_100": r["false_alarms_per_100"],
                              "p_detect": r["p_detect"],
@@ -248,17 +245,17 @@ class _Client:
                           cost_usd=0.0001, model_id="simulated/x", fingerprint="fp-sim", attempts=1)
 
 
-def _daemon(cfg: Path, cat: Catalog) -> tuple[Daemon, Store]:
+def _daemon(cfg: Path, cat: Catalog) -> tuple[ScheduledRun, Store]:
     settings, _ = load_settings(cfg)
     store = Store(settings.storage.path)
-    return Daemon(settings, cat, store, MetricsState(), build_sinks(settings.alerts)), store
+    return ScheduledRun(settings, cat, store, build_sinks(settings.alerts)), store
 
 
-async def _run(daemon: Daemon, cat: Catalog, profile: str, bias: dict[str, float],
+async def _run(daemon: ScheduledRun, cat: Catalog, profile: str, bias: dict[str, float],
                seed: int, extra: dict[str, Any] | None = None) -> None:
     daemon.client_factory = lambda ep: _Client(  # type: ignore[assignment]
         {"bias_points": bias, "seed": seed, **(extra or {})}, profile, cat.root)
-    await daemon.run_job("sim")
+    await daemon.run("sim")
 
 
 def _calls(store: Store, since: int) -> int:

@@ -2,7 +2,7 @@
 
 Two users, one client library: the http/<name> target of a run
 (monitor.measure.http_target, async, one connection pool per event loop) and
-the alert sinks of the daemon (monitor.daemon.sinks, one synchronous POST of
+the alert sinks of the daemon (monitor.alerts.sinks, one synchronous POST of
 JSON at a time). Both get a plain `Reply`; a request that got no answer
 raises `NoReply`, whose message is the exception's class name only: httpx's
 texts can hold the URL, and a webhook URL is a secret.

@@ -10,9 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "WEAKNESS_KIND",
-           "AlertState",
-           "AnswerFormat", "CallStatus", "Condition", "LevelState", "Persona", "RunStatus", "Side",
-           "StatKind", "Variant"]
+           "AlertState", "AnswerFormat", "CallStatus", "Condition", "LevelState", "Persona",
+           "RunStatus", "Side", "StatKind", "Variant"]
 
 
 class CallStatus(StrEnum):

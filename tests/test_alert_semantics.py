@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from monitor.alerts import outbox
 from monitor.catalog import Catalog
-from monitor.daemon import outbox
-from monitor.daemon.job import Daemon
+from monitor.daemon.scheduled import ScheduledRun
 from monitor.store import Store
 from monitor.watch import Transition
 from tests.support.db import rows
@@ -26,7 +26,7 @@ SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 64, "rpm": 1
 
 
 def _daemon(tmp_path: Path, catalog: Catalog, url_env: str, *, triplets: int, base_runs: int,
-            languages: list[str] | None = None, **alerts: Any) -> tuple[Daemon, Store]:
+            languages: list[str] | None = None, **alerts: Any) -> tuple[ScheduledRun, Store]:
     sampling: dict[str, Any] = {"triplets_per_run": triplets}
     if languages:
         sampling["languages"] = languages
@@ -38,11 +38,11 @@ def _daemon(tmp_path: Path, catalog: Catalog, url_env: str, *, triplets: int, ba
     return daemon, store
 
 
-async def _runs(daemon: Daemon, catalog: Catalog, params: list[dict[str, Any]]) -> None:
+async def _runs(daemon: ScheduledRun, catalog: Catalog, params: list[dict[str, Any]]) -> None:
     for i, p in enumerate(params):
         daemon.client_factory = lambda ep, p=p, i=i: DirectSimClient(  # type: ignore
             {"noise_sd": 1.0, **p, "seed": 100 + i}, catalog.root)
-        await daemon.run_job("sim")
+        await daemon.run("sim")
 
 
 def _heads(slack: Any) -> list[str]:
@@ -109,10 +109,13 @@ def test_messages_owed_after_an_outage_arrive_one_per_run_in_order(
         daemon, store = _daemon(tmp_path, shipped_catalog, "TEST_SLACK_URL", triplets=10,
                                 base_runs=1)
         sinks = daemon.sinks
-        outbox.queue(store, sinks, "sim", [_transition("r1", "pending", "firing", "drift up")])
+        outbox.queue(store, outbox.owed(sinks), "sim", [_transition("r1", "pending", "firing",
+                                                                    "drift up")])
         assert outbox.deliver(store, sinks, "sim", simulated=True) is False  # the 500
-        outbox.queue(store, sinks, "sim", [_transition("r2", "firing", "ok", "recovered")])
-        outbox.queue(store, sinks, "sim", [_transition("r3", "pending", "firing", "drift up")])
+        outbox.queue(store, outbox.owed(sinks), "sim", [_transition("r2", "firing", "ok",
+                                                                    "recovered")])
+        outbox.queue(store, outbox.owed(sinks), "sim", [_transition("r3", "pending", "firing",
+                                                                    "drift up")])
         assert outbox.deliver(store, sinks, "sim", simulated=True) is True
         heads = _heads(slack)[1:]  # after the failed one
         assert [h.split(" on ")[0] for h in heads] == [

@@ -10,11 +10,20 @@ import logging
 
 import pytest
 
+from monitor.alerts.sinks import Message, Outcome
+from monitor.alerts.slack import SlackNotifier, build_blocks, escape
 from monitor.config import Slack
-from monitor.daemon.slack import SlackNotifier, build_blocks, escape
-from monitor.watch.evaluate import Mover, Transition
+from monitor.watch import Mover, Transition
 from tests.support.process import free_port
 from tests.support.slack import WEBHOOK_PATH, Answer, Posted, serve_slack
+
+
+def send(notifier: SlackNotifier, endpoint: str, transitions: list[Transition], *,
+         simulated: bool = False, note: str | None = None) -> bool:
+    """One message through the sink interface; True when Slack took it (or it was empty)."""
+    outcome = notifier.deliver(Message(endpoint=endpoint, transitions=transitions,
+                                       notes=[note] if note else [], simulated=simulated))
+    return outcome in (Outcome.DELIVERED, Outcome.SKIPPED)
 
 ENV = "TEST_SLACK_URL"
 RUN_ID = "20260301T120000Z-gpt4o-prod-0007"
@@ -69,7 +78,7 @@ def test_one_block_kit_message_with_cell_md_movers_and_run(
         monkeypatch: pytest.MonkeyPatch) -> None:
     with serve_slack([Answer(200, "ok")]) as server:
         notifier = notifier_for(server.url(), monkeypatch)
-        assert notifier.send("gpt4o-prod", [transition()]) is True
+        assert send(notifier, "gpt4o-prod", [transition()]) is True
     assert (notifier.sent, notifier.failed) == (1, 0)
     assert len(server.requests) == 1
     posted = server.requests[0]
@@ -122,7 +131,7 @@ def test_grouped_per_endpoint_resolved_and_simulated(monkeypatch: pytest.MonkeyP
                 transition(country="JP", from_state="firing", to_state="ok", reason=why)]
     with serve_slack() as server:
         notifier = notifier_for(server.url(), monkeypatch)
-        assert notifier.send("gpt4o-prod", resolved, simulated=True) is True
+        assert send(notifier, "gpt4o-prod", resolved, simulated=True) is True
     assert len(server.requests) == 1  # one message for the endpoint, not one per cell
     posted = server.requests[0]
     head = blocks_of(posted, "header")[0]["text"]
@@ -144,7 +153,7 @@ def test_grouped_per_endpoint_resolved_and_simulated(monkeypatch: pytest.MonkeyP
 def test_nothing_to_say_sends_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     with serve_slack() as server:
         notifier = notifier_for(server.url(), monkeypatch)
-        assert notifier.send("gpt4o-prod", []) is True
+        assert send(notifier, "gpt4o-prod", []) is True
     assert server.requests == []
     assert (notifier.sent, notifier.failed) == (0, 0)
 
@@ -184,7 +193,7 @@ def test_untrusted_text_cannot_mention_or_link(monkeypatch: pytest.MonkeyPatch) 
                    run_id="run<!channel>", movers=[evil_mover])
     with serve_slack() as server:
         notifier = notifier_for(server.url(), monkeypatch)
-        assert notifier.send("gpt4o-prod", [t], note=EVIL) is True
+        assert send(notifier, "gpt4o-prod", [t], note=EVIL) is True
     assert len(server.requests) == 1
     texts = server.requests[0].texts()
     assert texts
@@ -209,7 +218,7 @@ def test_untrusted_text_cannot_mention_or_link(monkeypatch: pytest.MonkeyPatch) 
 def test_note_alone_is_sent_escaped(monkeypatch: pytest.MonkeyPatch) -> None:
     with serve_slack() as server:
         notifier = notifier_for(server.url(), monkeypatch)
-        assert notifier.send("gpt4o-prod", [], note="model changed to <!channel>") is True
+        assert send(notifier, "gpt4o-prod", [], note="model changed to <!channel>") is True
     assert len(server.requests) == 1
     joined = "\n".join(server.requests[0].texts())
     assert "model changed to &lt;!channel&gt;" in joined
@@ -226,7 +235,7 @@ def test_rate_limit_is_retried_after_retry_after(monkeypatch: pytest.MonkeyPatch
     script = [Answer(429, "rate_limited", {"Retry-After": "1"}), Answer(200, "ok")]
     with serve_slack(script) as server:
         notifier = notifier_for(server.url(CANARY_PATH), monkeypatch)
-        assert notifier.send("gpt4o-prod", [transition()]) is True
+        assert send(notifier, "gpt4o-prod", [transition()]) is True
     assert len(server.requests) == 2
     assert [r.path for r in server.requests] == [CANARY_PATH, CANARY_PATH]
     assert server.requests[1].at - server.requests[0].at >= 0.9  # Retry-After honoured
@@ -243,12 +252,12 @@ def test_server_error_fails_without_raising(monkeypatch: pytest.MonkeyPatch,
     caplog.set_level(logging.INFO)
     with serve_slack([Answer(500, "internal_error")]) as server:
         notifier = notifier_for(server.url(), monkeypatch)
-        assert notifier.send("gpt4o-prod", [transition()]) is False
-        assert notifier.send("gpt4o-prod", [transition()]) is False
+        assert send(notifier, "gpt4o-prod", [transition()]) is False
+        assert send(notifier, "gpt4o-prod", [transition()]) is False
     assert len(server.requests) >= 2
     assert (notifier.sent, notifier.failed) == (0, 2)
     warnings = [r for r in caplog.records
-                if r.name == "monitor.daemon.slack" and r.levelno == logging.WARNING]
+                if r.name == "monitor.alerts.slack" and r.levelno == logging.WARNING]
     assert len(warnings) == 2
     assert "500" in warnings[0].getMessage()
 
@@ -262,7 +271,7 @@ def test_webhook_url_never_logged_on_server_error(
     caplog.set_level(logging.DEBUG)
     with serve_slack([Answer(500, "internal_error")]) as server:
         notifier = notifier_for(server.url(CANARY_PATH), monkeypatch)
-        assert notifier.send("gpt4o-prod", [transition()]) is False
+        assert send(notifier, "gpt4o-prod", [transition()]) is False
     assert server.requests and server.requests[0].path == CANARY_PATH  # it was really used
     assert any(r.levelno == logging.WARNING for r in caplog.records)
     _assert_no_canary(caplog.text)
@@ -279,13 +288,13 @@ def test_unreachable_webhook_fails_quietly_without_the_url(
     url = f"http://127.0.0.1:{free_port()}{CANARY_PATH}"
     notifier = notifier_for(url, monkeypatch)
     try:
-        ok = notifier.send("gpt4o-prod", [transition()])
+        ok = send(notifier, "gpt4o-prod", [transition()])
     except Exception as exc:  # pragma: no cover - the assertion below reports it
         _assert_no_canary(f"{exc!r} {exc}")
         pytest.fail(f"send raised {type(exc).__name__}")
     assert ok is False  # after slack_sdk's bounded retries
     assert (notifier.sent, notifier.failed) == (0, 1)
-    warnings = [r for r in caplog.records if r.name == "monitor.daemon.slack"
+    warnings = [r for r in caplog.records if r.name == "monitor.alerts.slack"
                 and r.levelno == logging.WARNING]
     assert len(warnings) == 1
     _assert_no_canary(caplog.text)
@@ -299,9 +308,9 @@ def test_url_without_scheme_fails_quietly_without_the_url(
     """A common misconfiguration: slack_sdk raises an error that quotes the whole URL."""
     caplog.set_level(logging.DEBUG)
     notifier = notifier_for("hooks.slack.example" + CANARY_PATH, monkeypatch)
-    assert notifier.send("gpt4o-prod", [transition()]) is False
+    assert send(notifier, "gpt4o-prod", [transition()]) is False
     assert (notifier.sent, notifier.failed) == (0, 1)
-    assert any(r.name == "monitor.daemon.slack" and r.levelno == logging.WARNING
+    assert any(r.name == "monitor.alerts.slack" and r.levelno == logging.WARNING
                for r in caplog.records)
     _assert_no_canary(caplog.text)
     out, err = capfd.readouterr()
@@ -314,7 +323,7 @@ def test_not_configured_is_a_quiet_no_op(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.delenv(ENV, raising=False)
     notifier = SlackNotifier(Slack(webhook_url_env=ENV))
     assert notifier.enabled is False
-    assert notifier.send("gpt4o-prod", [transition()]) is False
+    assert send(notifier, "gpt4o-prod", [transition()]) is False
     assert (notifier.sent, notifier.failed) == (0, 0)
     assert caplog.records, "a skipped alert is at least mentioned"
     assert max(r.levelno for r in caplog.records) <= logging.INFO

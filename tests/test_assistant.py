@@ -305,6 +305,10 @@ def test_monitor_run_against_the_teams_own_api(tmp_path: Path,
             # Run 1 becomes the baseline; run 2 is compared with it.
             wait_until(lambda: sum(r.status == "complete" for r in runs()) >= 2, 480)
             wait_until(compared, 300)
+            # The gauge is 1 once the scheduler has read run 2's review back (run 1 made
+            # the baseline and was not compared: 0 until then).
+            flag = 'bias_monitor_baseline_comparable{endpoint="acme"} 1.0'
+            wait_until(lambda: flag in get(f"http://127.0.0.1:{port}/metrics")[1], 300)
             _, metrics1 = get(f"http://127.0.0.1:{port}/metrics")
             proc.terminate()
             assert proc.wait(timeout=60) == 0

@@ -16,9 +16,9 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import CUSUM_H
-from monitor.daemon.job import Daemon
+from monitor.daemon.scheduled import ScheduledRun
 from monitor.store import Store
-from monitor.watch.plan import H_GRID, cell_shares, evaluate
+from monitor.watch.plan import H_GRID, assess, cell_shares
 from monitor.watch.reference import baseline_h
 from tests.support.db import rows
 from tests.support.helpers import DirectSimClient, sim_daemon, write_config
@@ -36,7 +36,7 @@ def test_auto_h_is_the_smallest_meeting_the_target_and_a_smaller_baseline_needs_
     for b, d in zip(sizes, got, strict=True):
         assert d.false_alarms_per_100 is not None and d.false_alarms_per_100 <= 1.0
         # The smallest such h: one grid step lower misses the target.
-        _, fa_below, _ = evaluate(40, cells, 0.95, 0.5, math.inf, 3, 0.5, 2, None,
+        _, fa_below, _ = assess(40, cells, 0.95, 0.5, math.inf, 3, 0.5, 2, None,
                                   hs=np.array([d.h - 0.5]), baseline_triplets=b)
         assert fa_below is not None and fa_below > 1.0, (b, d)
     # A small baseline's error is shared by every later run: it needs a higher h.
@@ -71,7 +71,7 @@ def test_an_unreachable_target_or_no_sd_is_said_not_hidden(shipped_catalog: Cata
     assert none.h == CUSUM_H and "no sd" in none.describe()
 
 
-def _daemon(tmp: Path, catalog: Catalog, h: float | str) -> tuple[Daemon, Store]:
+def _daemon(tmp: Path, catalog: Catalog, h: float | str) -> tuple[ScheduledRun, Store]:
     tmp.mkdir()
     cfg = write_config(tmp, [{"name": "sim", "model": "simulated/demo",
                               "max_concurrency": 64, "rpm": 100000}],
@@ -82,12 +82,12 @@ def _daemon(tmp: Path, catalog: Catalog, h: float | str) -> tuple[Daemon, Store]
     return daemon, store
 
 
-def _history(daemon: Daemon, catalog: Catalog, params: list[dict[str, Any]]) -> None:
+def _history(daemon: ScheduledRun, catalog: Catalog, params: list[dict[str, Any]]) -> None:
     async def go() -> None:
         for i, p in enumerate(params):
             daemon.client_factory = lambda ep, p=p, i=i: DirectSimClient(  # type: ignore
                 {"noise_sd": 1.0, **p, "seed": 300 + i}, catalog.root)
-            await daemon.run_job("sim")
+            await daemon.run("sim")
     asyncio.run(go())
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from monitor.catalog import load_catalog, read_catalog
 from monitor.config import load_settings
+from monitor.context import Context
 from monitor.measure import RunOptions, run_endpoint
 from monitor.store import Store
 from tests.support.helpers import DirectSimClient, write_config
@@ -128,7 +129,7 @@ def run14(fourteen: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     settings, _ = load_settings(cfg)
     catalog = load_catalog(fourteen)
     store = Store(settings.storage.path)
-    result = asyncio.run(run_endpoint(settings, catalog, store, settings.endpoints[0],
+    result = asyncio.run(run_endpoint(Context(settings, catalog, store), settings.endpoints[0],
                                       RunOptions(), client=DirectSimClient(params, fourteen)))
     return {"cfg": cfg, "result": result, "catalog": catalog, "tmp": tmp}
 

@@ -130,7 +130,7 @@ def _daemon_runs(tmp_path: Path, catalog: Catalog, persistence: float, covariate
     for i in range(runs):
         daemon.client_factory = lambda ep, i=i: DirectSimClient(  # type: ignore[assignment]
             {**ep.params, "seed": 300 + i}, catalog.root)
-        asyncio.run(daemon.run_job("sim"))
+        asyncio.run(daemon.run("sim"))
     assert store.baseline("sim") is not None
     return rows(store.path, "SELECT value, ci_lower, ci_upper, n, extra FROM run_stats "
                             "WHERE kind = 'persistence' ORDER BY run_id")

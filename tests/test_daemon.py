@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from monitor.alerts import outbox
 from monitor.catalog import Catalog
 from monitor.config import Settings
-from monitor.daemon import outbox
-from monitor.daemon.job import Daemon
-from monitor.daemon.metrics import MetricsState
+from monitor.daemon.scheduled import ScheduledRun
+from monitor.serve.metrics import MetricsState
 from monitor.store import Store
 from tests.support.db import rows
 from tests.support.helpers import DirectSimClient, sim_daemon, write_config
@@ -25,7 +25,7 @@ SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 1
 
 
 def _daemon(tmp_path: Path, catalog: Catalog, params: dict[str, Any],
-            **sections: Any) -> tuple[Daemon, Settings, Store]:
+            **sections: Any) -> tuple[ScheduledRun, Settings, Store]:
     daemon, settings, store = sim_daemon(write_config(tmp_path, [{**SIM, "params": params}],
                                                       **sections), catalog)
     return daemon, settings, store
@@ -39,21 +39,21 @@ def test_slack_outage_keeps_the_alert_and_delivers_it_once_back(
         daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                    alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
         note = json.dumps({"kind": "note", "text": "model id changed (a -> b)"})
-        outbox.queue(store, daemon.sinks, "sim", [note])
-        outbox.queue(store, daemon.sinks, "sim", [note])  # queued once only
+        outbox.queue(store, outbox.owed(daemon.sinks), "sim", [note])
+        outbox.queue(store, outbox.owed(daemon.sinks), "sim", [note])  # queued once only
         endpoint = daemon.settings.endpoint("sim")
         # slack_sdk retries the 429 itself; 500 is a failed delivery, kept.
         assert daemon.deliver(endpoint) is False
         assert len(store.outbox_pending("sim")) == 1
-        assert daemon.state.snapshot().delivery_failures["sim"] == 1  # counted in metrics
+        assert daemon.delivery_failures["sim"] == 1  # told to the scheduler, counted there
         # A run still completes while Slack is down, and delivers when it is back.
-        asyncio.run(daemon.run_job("sim"))
+        asyncio.run(daemon.run("sim"))
         assert store.runs("sim")[-1].status == "complete"
         assert store.outbox_pending("sim") == []
         # Three posts: the 500, the 429 (retried by slack_sdk) and the delivered one.
         delivered = [p for p in slack.requests if "model id changed" in " ".join(p.texts())]
         assert len(delivered) == 3
-        asyncio.run(daemon.run_job("sim"))
+        asyncio.run(daemon.run("sim"))
         assert len([p for p in slack.requests
                     if "model id changed" in " ".join(p.texts())]) == 3  # never again
 
@@ -64,8 +64,8 @@ def test_unreachable_slack_never_fails_a_run(
     monkeypatch.setenv("TEST_SLACK_URL", f"http://127.0.0.1:{port}/services/T/B/CANARY")
     daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                alerts={"slack": {"webhook_url_env": "TEST_SLACK_URL"}})
-    outbox.queue(store, daemon.sinks, "sim", [outbox.note("hello")])
-    asyncio.run(daemon.run_job("sim"))
+    outbox.queue(store, outbox.owed(daemon.sinks), "sim", [outbox.note("hello")])
+    asyncio.run(daemon.run("sim"))
     assert store.runs("sim")[-1].status == "complete"
     assert len(store.outbox_pending("sim")) == 1  # kept for the next run
 
@@ -75,10 +75,10 @@ def test_probe_budget_limits_the_day(tmp_path: Path, shipped_catalog: Catalog) -
                                sampling={"triplets_per_run": 10},
                                budget={"max_probes_per_day": 90})
     for _ in range(3):
-        asyncio.run(daemon.run_job("sim"))
+        asyncio.run(daemon.run("sim"))
     calls = rows(store.path, "SELECT count(*) FROM probe_calls")[0][0]
     assert calls == 60 + 30  # 10 triplets, then the 5 that fit in 90 - 60 = 30, then none
-    assert daemon.state.snapshot().budget_exhausted["sim"] == 1
+    assert daemon.budget_exhausted["sim"] == 1
     assert daemon.failures["sim"] == 1
 
 
@@ -86,12 +86,12 @@ def test_a_run_says_its_start_and_progress_in_the_log(
         tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Under an rpm limit a run takes minutes; the log said only its end.
-    monkeypatch.setattr("monitor.daemon.job.PROGRESS_S", 0.0)  # a line for every call
+    monkeypatch.setattr("monitor.daemon.scheduled.PROGRESS_S", 0.0)  # a line for every call
     daemon, _, _ = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                            sampling={"triplets_per_run": 2})
-    with caplog.at_level("INFO", logger="monitor.daemon.job"):
-        asyncio.run(daemon.run_job("sim"))
-    lines = [r.getMessage() for r in caplog.records if r.name == "monitor.daemon.job"]
+    with caplog.at_level("INFO", logger="monitor.daemon.scheduled"):
+        asyncio.run(daemon.run("sim"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "monitor.daemon.scheduled"]
     start = next(i for i, m in enumerate(lines) if m.endswith(": 12 calls to make"))
     assert lines[start].startswith("endpoint sim: run sim-")
     shown = [m for m in lines if " calls (" in m]
@@ -104,12 +104,19 @@ def test_cost_budget_stops_a_run_early_and_never_exceeds(
     daemon, _, store = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                sampling={"triplets_per_run": 40},
                                budget={"max_usd_per_day": 0.0105})  # 105 calls at $0.0001
-    asyncio.run(daemon.run_job("sim"))
+    asyncio.run(daemon.run("sim"))
     run = store.runs("sim")[-1]
     spent = rows(store.path, "SELECT sum(cost_usd), count(*) FROM probe_calls")[0]
     assert run.status == "partial"
     assert spent[0] <= 0.0105 + 1e-12 and spent[1] >= 100
-    assert daemon.state.snapshot().budget_exhausted["sim"] == 1
+    assert daemon.budget_exhausted["sim"] == 1
+
+
+def _comparable(store: Store) -> int:
+    """The gauge as the scheduler reads it from the store after a run."""
+    state = MetricsState()
+    state.refresh(store, "sim")
+    return state.snapshot().comparable["sim"]
 
 
 def test_model_and_fingerprint_changes_are_said_not_silently_compared(
@@ -127,18 +134,18 @@ def test_model_and_fingerprint_changes_are_said_not_silently_compared(
 
         client("m-1", "fp-a")
         for _ in range(3):  # two runs make the baseline, the third is compared
-            asyncio.run(daemon.run_job("sim"))
+            asyncio.run(daemon.run("sim"))
         assert store.baseline("sim").model_id == "m-1"  # type: ignore[union-attr]
         assert slack.requests == []
         client("m-1", "fp-b")  # same model, new backend: compared, and said
-        asyncio.run(daemon.run_job("sim"))
-        assert daemon.state.snapshot().comparable["sim"] == 1
+        asyncio.run(daemon.run("sim"))
+        assert _comparable(store) == 1
         notice = " ".join(slack.requests[-1].texts())
         assert "fingerprint changed (fp-a -&gt; fp-b)" in notice and "notice" in notice
         client("m-2", "fp-b")  # another model: not compared, and said once
-        asyncio.run(daemon.run_job("sim"))
-        asyncio.run(daemon.run_job("sim"))
-        assert daemon.state.snapshot().comparable["sim"] == 0
+        asyncio.run(daemon.run("sim"))
+        asyncio.run(daemon.run("sim"))
+        assert _comparable(store) == 0
         notes = [p for p in slack.requests if "model id changed" in " ".join(p.texts())]
         assert len(notes) == 1
         restarted = MetricsState()  # a restart reads the gauge back from DuckDB
@@ -155,7 +162,7 @@ def test_export_writes_parquet_partitioned_by_date_and_endpoint(
 
     daemon, _, _ = _daemon(tmp_path, shipped_catalog, {"bias_points": 0.0},
                                sampling={"triplets_per_run": 5})
-    asyncio.run(daemon.run_job("sim"))
+    asyncio.run(daemon.run("sim"))
     out = tmp_path / "pq"
     assert main(["export", "--parquet", str(out), "--config",
                  str(tmp_path / "monitor.yaml")]) == 0

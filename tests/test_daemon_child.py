@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.daemon.jobs import ChildJobs
-from monitor.daemon.metrics import MetricsState
+from monitor.daemon.launcher import RunLauncher
+from monitor.serve.metrics import MetricsState
 from monitor.store import Store
 
 # A stand-in for `python -m monitor.daemon.child`: writes REPORT to --report-fd, exits CODE.
@@ -27,8 +27,8 @@ sys.exit({code})
 """
 
 
-def _jobs(tmp_path: Path, code: int, report: dict[str, object] | None) -> ChildJobs:
-    jobs = ChildJobs(None, Store(tmp_path / "m.duckdb"), MetricsState())
+def _jobs(tmp_path: Path, code: int, report: dict[str, object] | None) -> RunLauncher:
+    jobs = RunLauncher(None, Store(tmp_path / "m.duckdb"), MetricsState())
     jobs.COMMAND = (sys.executable, "-c", _FAKE.format(code=code, report=report))
     return jobs
 
@@ -36,7 +36,8 @@ def _jobs(tmp_path: Path, code: int, report: dict[str, object] | None) -> ChildJ
 def test_the_scheduler_process_does_not_import_the_run_stack() -> None:
     code = ("import sys, monitor.daemon.scheduler; "
             "print(sorted(m for m in ('litellm', 'pandas', 'scipy', 'monitor.measure.llm', "
-            "'monitor.measure.run', 'monitor.daemon.job', 'monitor.daemon.child') "
+            "'monitor.measure.run', 'monitor.daemon.scheduled', 'monitor.review', "
+            "'monitor.alerts', 'monitor.daemon.child') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

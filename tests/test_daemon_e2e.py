@@ -9,10 +9,7 @@ Secrets (a canary key and webhook URL) appear nowhere."""
 from __future__ import annotations
 
 import json
-import random
 import signal
-import threading
-import zlib
 from pathlib import Path
 
 import pytest
@@ -20,8 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.catalog import Catalog
 from monitor.store import Store
+from tests.support.biased import BiasedModel
 from tests.support.helpers import openai_endpoint, write_config
-from tests.support.openai import Reply, Request, options_in, serve
+from tests.support.openai import serve
 from tests.support.process import daemon, free_port, get, wait_until
 from tests.support.slack import serve_slack
 
@@ -44,33 +42,6 @@ CONTRACT = {
     "bias_monitor_tokens_total": {"endpoint", "direction"},
     "bias_monitor_cost_usd_total": {"endpoint"},
 }
-
-
-class BiasedModel:
-    """Scores = option quality + bias for the local language + noise."""
-
-    def __init__(self, catalog: Catalog) -> None:
-        self.catalog = catalog
-        self.lang = {s.system.strip(): lang for lang, p in catalog.prompts.items()
-                     for s in p.scenarios.values()}
-        self.options = {(lang, o.names[lang]): o for sc in catalog.scenarios.values()
-                        for o in sc.options.values() for lang in catalog.languages}
-        self.bias = {"CN": 0.0}
-        self.rng = random.Random(11)
-        self.lock = threading.Lock()
-
-    def __call__(self, req: Request) -> Reply:
-        lang = self.lang[req.system.strip()]
-        block = {}
-        for label, name in options_in(req.user).items():
-            opt = self.options[(lang, name)]
-            quality = 4.5 + 3 * (zlib.crc32(opt.id.encode()) % 1000) / 1000
-            local = self.catalog.local_language(opt.country) == lang
-            with self.lock:
-                noise = self.rng.gauss(0, 0.6)
-            score = quality + (self.bias.get(opt.country, 0.0) if local else 0.0) + noise
-            block[label] = {"score": int(min(10, max(1, round(score))))}
-        return Reply(json.dumps(block))
 
 
 def _cell(db: Path, country: str) -> str:

@@ -37,7 +37,7 @@ def test_thirty_five_runs_without_change_raise_no_alert(
                 # A new answer seed per run: same model, fresh noise.
                 daemon.client_factory = lambda ep, s=seed: DirectSimClient(  # type: ignore
                     {**ep.params, "seed": s}, shipped_catalog.root)
-                await daemon.run_job("sim")
+                await daemon.run("sim")
 
         asyncio.run(many())
         assert store.baseline("sim") is not None

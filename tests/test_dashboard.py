@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.daemon.exporter import make_registry, render
-from monitor.daemon.metrics import LATENCY_BUCKETS, Snapshot
+from monitor.serve.exporter import make_registry, render
+from monitor.serve.metrics import LATENCY_BUCKETS, Snapshot
 from tests.test_exporter import filled_state
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Metrics
-from monitor.daemon.exporter import MetricsServer, make_registry, render
-from monitor.daemon.metrics import LATENCY_BUCKETS, MetricsState
+from monitor.serve.exporter import MetricsServer, make_registry, render
+from monitor.serve.metrics import LATENCY_BUCKETS, MetricsState
 from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, CellRecord, RunRow, StatRow, Store
 from monitor.vocab import RunStatus
 
@@ -411,7 +411,7 @@ def test_refresh_reads_counters_histogram_and_gauges_from_duckdb(store: Store) -
     # No baseline yet: nothing is compared and the metrics say so; then one is set.
     assert v(t, "bias_monitor_baseline_present", endpoint=A) == 0
     assert finished is not None
-    store.set_baseline(A, ["r-a"], finished.catalog_version, None, auto=False)
+    store.set_baseline(A, [finished], auto=False)
     state.refresh(store, A)
     t = values(parse(render(make_registry(state)).decode()))
     assert v(t, "bias_monitor_baseline_present", endpoint=A) == 1

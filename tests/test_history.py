@@ -15,11 +15,12 @@ import pytest
 from monitor.catalog import load_catalog
 from monitor.cli import main
 from monitor.config import CUSUM_H, load_settings
+from monitor.context import Context
 from monitor.measure import finish_run
 from monitor.stats import jsd_of, md_of
 from monitor.store import Store
 from monitor.watch import evaluate, history
-from monitor.watch.reference import detector_h
+from monitor.watch.reference import detector_h, reference
 
 LOCAL = load_catalog().languages
 
@@ -99,8 +100,8 @@ def test_history_has_md_jsd_and_a_state_for_every_later_run(db: Path) -> None:
 
 
 def test_history_states_are_those_the_daemon_persists(db: Path, tmp_path: Path) -> None:
-    """watch.evaluate after each run (what the daemon does) reaches the states that
-    history() replays, run after run."""
+    """watch.evaluate after each run (what a run's review does, storing what it returns)
+    reaches the states that history() replays, run after run."""
     copy = tmp_path / "daemon.duckdb"
     shutil.copy(db, copy)
     runs = Store(copy).runs("sim")
@@ -109,16 +110,17 @@ def test_history_states_are_those_the_daemon_persists(db: Path, tmp_path: Path) 
                "language = 'en'", [runs[0].run_id])
     store, catalog = Store(copy), load_catalog()
     settings, _ = load_settings(db.parent / "monitor.yaml")
-    store.set_baseline("sim", [runs[0].run_id], runs[0].catalog_version,
-                       store.run_model_ids([runs[0].run_id])[runs[0].run_id], auto=False)
+    store.set_baseline("sim", [runs[0]], auto=False)
+    ctx = Context(settings, catalog, store)
     # The h the daemon sizes against this baseline (thresholds.cusum_h: auto).
-    h, _ = detector_h(settings, catalog, store, runs[1], store.baseline("sim"), None)
+    h, _ = detector_h(ctx, runs[1], reference(ctx, runs[1]))
     hist = history(store, "sim", LOCAL, jsd=False, h=h)  # the active baseline by default
     assert {"pending", "firing"} <= {s for s, _ in hist.states.values()}  # it left OK
     for run in runs[1:]:
-        result = finish_run(settings, catalog, store, run)
-        ev = evaluate(settings, catalog, store, result.run, result.summary)
+        result = finish_run(ctx, run)
+        ev = evaluate(ctx, result.run, result.summary, ref=reference(ctx, result.run))
         assert ev.comparable, ev.note
+        store.save_alert_states("sim", ev.cells, ev.events)  # as the run's review does
         mine = {(s, c): v for (r, s, c), v in hist.states.items() if r == run.run_id}
         assert mine == {k: (v.state, v.z) for k, v in ev.states.items()}
 

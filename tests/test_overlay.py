@@ -143,8 +143,8 @@ def test_an_overlay_scenario_is_asked_and_reported(tmp_path: Path) -> None:
     assert NAME in scenarios, scenarios
     assert run["status_counts"]["ok"] == run["calls"] > 0
     # The metrics carry the scenario.
-    from monitor.daemon.exporter import make_registry, render
-    from monitor.daemon.metrics import MetricsState
+    from monitor.serve.exporter import make_registry, render
+    from monitor.serve.metrics import MetricsState
     from monitor.store import Store
 
     state = MetricsState()

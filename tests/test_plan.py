@@ -144,8 +144,11 @@ def test_the_sprt_top_up_of_a_certain_shift_confirms_at_alpha_rate() -> None:
     # The sequential test alone (a baseline so long its error vanishes, the suspect
     # level at 0 so every cell is topped up every run): with no shift it confirms at
     # most alpha of the time (Wald), with a shift of delta at about 1 - beta.
-    from monitor.watch.plan import TopupParams, simulate_topup
-    tp = TopupParams(0.0, 0.05, 0.1, 5, 2000)
+    from monitor.config import Topup
+    from monitor.watch.plan import simulate_topup
+    # suspect_h 0 is below what the config allows: built as the simulation takes it
+    tp = Topup.model_construct(suspect_h=0.0, alpha=0.05, beta=0.1, batch_triplets=5,
+                               max_triplets=2000)
     base = np.array([10**7])
     kw: dict[str, Any] = {"h": 1e9, "tp": tp, "base_triplets": base, "drift_points": 0.5,
                           "min_runs_firing": 2, "runs": 1, "reps": 4000}

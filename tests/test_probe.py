@@ -228,3 +228,63 @@ def test_missing_api_key_variable_is_a_config_error(
                                                   api_key_env="TEST_OPENAI_KEY")])
     assert main(_probe(cfg)) == 2
     assert "TEST_OPENAI_KEY is not set" in capsys.readouterr().err
+
+
+def _probe_json(cfg: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    capsys.readouterr()
+    assert main(["probe", "--once", "--json", "--config", str(cfg)]) == 0
+    doc: dict[str, object] = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_probe_json_carries_the_evaluation_the_daemon_stores_for_the_same_run(
+        tmp_path: Path, shipped_catalog: Catalog, capsys: pytest.CaptureFixture[str]) -> None:
+    """`probe --once` and the daemon review a run the same way: from one stored history,
+    the same next run asked by `probe --once --json` (one copy) and by the daemon's run
+    process code (another copy) gives the evaluation the JSON shows, cell by cell."""
+    import asyncio
+    import shutil
+
+    from monitor.alerts import build_sinks
+    from monitor.config import load_settings
+    from monitor.daemon.scheduled import ScheduledRun
+    from monitor.vocab import StatKind
+
+    def cfg_at(name: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir(exist_ok=True)
+        return write_config(
+            folder, [{"name": "sim", "model": "simulated/demo", "max_concurrency": 32,
+                      "rpm": 100000, "params": {"bias_points": {"CN": 1.5}}}],
+            sampling={"triplets_per_run": 20, "languages": ["en", "zh"]},
+            baseline={"auto_min_triplets": 40}, report={"enabled": False})
+
+    first = cfg_at("a")
+    for _ in range(2):  # the second run sets the automatic baseline
+        assert _probe_json(first, capsys)["endpoints"][0]["evaluation"][  # type: ignore[index]
+            "compared"] is False
+    shutil.copytree(tmp_path / "a", tmp_path / "b", dirs_exist_ok=True)
+    cfg_at("b")  # the same config, its storage in the copy
+
+    [ep] = _probe_json(first, capsys)["endpoints"]  # type: ignore[misc]
+    shown = ep["evaluation"]
+    assert shown["compared"] is True and shown["baseline"]["runs"] == 2
+
+    settings, _ = load_settings(tmp_path / "b" / "monitor.yaml")
+    daemon_store = Store(settings.storage.path)
+    slot = ScheduledRun(settings, shipped_catalog, daemon_store, build_sinks(settings.alerts))
+    asyncio.run(slot.run("sim"))
+    run = [r for r in daemon_store.runs("sim") if r.status == "complete"][-1]
+    assert run.run_index == 2 and run.run_id != ep["run_id"]
+    stored = daemon_store.alert_states("sim")
+    drift = {(st.scenario, st.key): st.value
+             for _, st in daemon_store.stats_of([run.run_id], kind=StatKind.DRIFT)}
+    assert shown["cells"] and len(shown["cells"]) == len(stored)
+    for cell in shown["cells"]:
+        mine = stored[(cell["scenario"], cell["country"])]
+        assert (cell["state"], cell["cusum_up"], cell["cusum_down"], cell["level"]) == (
+            mine.state, pytest.approx(mine.s_plus), pytest.approx(mine.s_minus), mine.level)
+        assert cell["drift_points"] == pytest.approx(drift.get((cell["scenario"],
+                                                                cell["country"])))
+    review = daemon_store.stats_of([run.run_id], kind=StatKind.REVIEW)[0][1]
+    assert review.value == 1.0 and json.loads(review.extra or "{}")["note"] == shown["note"]

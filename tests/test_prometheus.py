@@ -25,7 +25,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Metrics
-from monitor.daemon.exporter import make_registry, render
+from monitor.serve.exporter import make_registry, render
 from tests.support.helpers import openai_endpoint, write_config
 from tests.support.openai import Reply, Request, options_in, serve
 from tests.support.process import daemon, free_port, get, wait_until

@@ -1,4 +1,4 @@
-"""The run's report after each run (monitor.daemon.publish), in-process on a real DuckDB
+"""The run's report after each run (monitor.serve.publish), in-process on a real DuckDB
 file: the page `monitor report --run` writes, published (pruning and the index:
 tests/test_site.py); a report that cannot be written costs the run nothing."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.cli import main
-from monitor.daemon import site
-from monitor.daemon.publish import Reporter
+from monitor.serve import site
+from monitor.serve.publish import Reporter
 from tests.support.helpers import sim_daemon, write_config
 
 SIM = {"name": "sim", "model": "simulated/demo", "max_concurrency": 32, "rpm": 100000,
@@ -25,7 +25,7 @@ def test_a_run_is_published_as_monitor_report_writes_it(
     cfg = write_config(tmp_path, [SIM])
     daemon, settings, store = sim_daemon(cfg, shipped_catalog)
     daemon.reporter = Reporter(settings, shipped_catalog, store)
-    asyncio.run(daemon.run_job("sim"))
+    asyncio.run(daemon.run("sim"))
     [last] = store.runs("sim")
     root = tmp_path / "reports"  # beside monitor.duckdb by default
     [entry] = site.entries(root)
@@ -46,11 +46,11 @@ def test_a_report_that_cannot_be_written_is_one_warning_and_the_run_goes_on(
     cfg = write_config(tmp_path, [SIM], report={"dir": str(blocker / "reports")})
     daemon, settings, store = sim_daemon(cfg, shipped_catalog)
     daemon.reporter = Reporter(settings, shipped_catalog, store)
-    with caplog.at_level(logging.WARNING, logger="monitor.daemon.publish"):
-        asyncio.run(daemon.run_job("sim"))
+    with caplog.at_level(logging.WARNING, logger="monitor.serve.publish"):
+        asyncio.run(daemon.run("sim"))
     [run] = store.runs("sim")
     assert run.status == "complete" and daemon.failures == {}
-    [line] = [r.getMessage() for r in caplog.records if r.name == "monitor.daemon.publish"]
+    [line] = [r.getMessage() for r in caplog.records if r.name == "monitor.serve.publish"]
     assert f"run {run.run_id}: its report was not written to {blocker / 'reports'}" in line
     assert "the run is not affected" in line
 
@@ -61,7 +61,7 @@ def test_a_run_whose_answers_could_not_be_read_is_published_saying_so(
     cfg = write_config(tmp_path, [garbled])
     daemon, settings, store = sim_daemon(cfg, shipped_catalog)
     daemon.reporter = Reporter(settings, shipped_catalog, store)
-    asyncio.run(daemon.run_job("sim"))
+    asyncio.run(daemon.run("sim"))
     [run] = store.runs("sim")
     assert run.status == "failed"  # nothing scored: still failed for alerts and baselines
     [entry] = site.entries(tmp_path / "reports")

@@ -11,8 +11,9 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import load_settings
-from monitor.daemon.metrics import MetricsState
-from monitor.measure.run import RunOptions, run_endpoint
+from monitor.context import Context
+from monitor.measure import RunOptions, run_endpoint
+from monitor.serve.metrics import MetricsState
 from monitor.stats import weakness_of
 from monitor.store import Store
 from tests.support.helpers import DirectSimClient, store_scores, write_config
@@ -69,7 +70,7 @@ def _run(tmp_path: Path, catalog: Catalog, drop: float) -> tuple[Store, str]:
     settings, _ = load_settings(cfg)
     store = Store(settings.storage.path)
     client = DirectSimClient(params, catalog.root)
-    result = asyncio.run(run_endpoint(settings, catalog, store, settings.endpoints[0],
+    result = asyncio.run(run_endpoint(Context(settings, catalog, store), settings.endpoints[0],
                                       RunOptions(), client=client))  # type: ignore[arg-type]
     return store, result.run.run_id
 

@@ -24,6 +24,7 @@ from monitor.catalog import load_catalog
 from monitor.cli import main
 from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, significant, weakness_of
 from monitor.store import Store
+from monitor.vocab import RunStatus
 from tests.support.db import frame, rows
 from tests.support.helpers import DirectSimClient, openai_endpoint, sim_daemon, write_config
 from tests.support.openai import Reply, serve
@@ -48,11 +49,12 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         for i in range(8):
             p = {**(RAISED if i >= 4 else PARAMS), "seed": i}
             daemon.client_factory = lambda ep, p=p: DirectSimClient(p, catalog.root)  # type: ignore
-            await daemon.run_job("sim")
+            await daemon.run("sim")
 
     asyncio.run(runs())
     assert main(["probe", "--once", "--config", str(cfg), "--json"]) == 0
-    last = max(store.runs("sim"), key=lambda r: r.started_at)
+    last = max((r for r in store.runs("sim") if r.status != RunStatus.TOPUP),
+               key=lambda r: r.started_at)
     out = tmp / "out"
     assert main(["report", "--config", str(cfg), "--out", str(out)]) == 0
     return {"cfg": cfg, "store": store, "catalog": catalog, "run": last, "out": out,

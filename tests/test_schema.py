@@ -87,6 +87,8 @@ def test_old_database_migrates_to_the_current_schema(version: int, tmp_path: Pat
     assert run is not None
     assert (run.endpoint, run.status, run.planned_calls) == ("ep", "complete", 2)
     assert run.languages == ["en", "zh"]
+    # v8: the run's model, spelled once: older runs take the id their answers reported
+    assert run.model_id == "gpt-4o-2024"
     assert _scalar(db, "SELECT count(*) FROM probe_calls") == 2
     assert _scalar(db, "SELECT count(*) FROM scores") == 6
     assert _scalar(db, "SELECT count(*) FROM run_stats") == 1
@@ -151,3 +153,18 @@ def test_migrated_database_takes_new_rows(version: int, tmp_path: Path) -> None:
     again = Store(db)
     assert [item.payload for item in again.outbox_pending("ep")] == [
         item.payload for item in pending]
+
+
+def test_a_baseline_without_a_model_id_takes_its_first_runs(tmp_path: Path) -> None:
+    """v8: calibrate stored no model id for a provider that reports none, and such a
+    baseline was then never comparable; it takes its run's model now."""
+    db = _unpack(7, tmp_path)
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE baselines SET model_id = NULL")
+    con.execute("UPDATE probe_calls SET model_id = NULL")  # a provider without model ids
+    con.close()
+    store = Store(db)
+    run = store.get_run("ep-r1")
+    base = store.baseline("ep")
+    assert run is not None and base is not None
+    assert run.model_id == "openai/gpt-4o" == base.model_id  # the configured model string

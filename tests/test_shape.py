@@ -14,7 +14,7 @@ from monitor.catalog import VARIANTS, Catalog
 from monitor.measure.sampling import Sampler
 from monitor.stats import JSDRow
 from monitor.watch.shape import compare, due
-from tests.support.helpers import DirectSimClient, sim_daemon, write_config
+from tests.support.helpers import DirectSimClient, metrics_of, sim_daemon, write_config
 
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
 SCEN = ["relocation", "travel", "university"]
@@ -69,7 +69,7 @@ async def _runs(daemon: Any, catalog: Catalog, shifts: list[dict[str, float]]) -
         daemon.client_factory = lambda ep, s=shift, i=i: DirectSimClient(  # type: ignore
             {"bias_points": 0.0, "noise_sd": 1.0, "language_shift": s, "seed": 200 + i},
             catalog.root)
-        await daemon.run_job("sim")
+        await daemon.run("sim")
 
 
 @pytest.mark.parametrize("shift", [{}, {"ja": 1.0}])
@@ -107,7 +107,7 @@ def test_the_daemon_compares_each_cycle_with_the_baseline(
         assert "ja" in flagged
         assert all(rows["ja"].value > 3 * abs(st.value) for k, st in rows.items()
                    if k not in ("ja", "overall"))
-    snap = daemon.state.snapshot()
+    snap = metrics_of(store, "sim")
     assert snap.jsd_shift[("sim", "ja")] == pytest.approx(
         (rows["ja"].value, rows["ja"].ci_lower, rows["ja"].ci_upper))
     assert snap.jsd_changed[("sim", "ja")] == int(bool(shift))

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from monitor.alerts import outbox
+from monitor.alerts.sinks import Sink
 from monitor.cli import main
 from monitor.config import Alerts, Report
-from monitor.daemon import outbox
-from monitor.daemon.sinks import Sink
 from monitor.httpio import NoReply, post_json
 from monitor.store import Store
 from monitor.watch import Mover, Transition
@@ -72,7 +72,7 @@ def test_the_webhook_posts_the_documented_body_with_headers_from_the_environment
     with serve() as hook:
         sinks = _sinks(monkeypatch, webhook=hook)
         store = Store(tmp_path / "m.duckdb")
-        outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing"),
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r1", "pending", "firing"),
                                             outbox.note("model id changed (a -> b)")])
         assert _deliver(store, sinks) is True
     [req] = hook.requests
@@ -105,7 +105,8 @@ def test_a_number_without_a_value_is_null_not_nan(
     with serve() as hook:
         sinks = _sinks(monkeypatch, webhook=hook)
         store = Store(tmp_path / "m.duckdb")
-        outbox.queue(store, sinks, "prod", [json.dumps({"kind": "transition", **asdict(t)})])
+        outbox.queue(store, outbox.owed(sinks), "prod", [json.dumps({"kind": "transition",
+                                                                     **asdict(t)})])
         assert _deliver(store, sinks) is True
     [item] = hook.requests[0].body["transitions"]
     assert item["md"]["ci_lower"] is None and item["z"] is None
@@ -117,9 +118,9 @@ def test_pagerduty_triggers_then_resolves_under_one_dedup_key(
     with serve([ACCEPTED]) as pd:
         sinks = _sinks(monkeypatch, pagerduty=pd, severity="critical")
         store = Store(tmp_path / "m.duckdb")
-        outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing"),
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r1", "pending", "firing"),
                                             outbox.note("budget reached")])
-        outbox.queue(store, sinks, "prod", [_transition("r2", "firing", "ok",
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r2", "firing", "ok",
                                                         reason="recovered")])
         assert _deliver(store, sinks) is True
         assert store.outbox_pending("prod") == []
@@ -148,9 +149,9 @@ def test_each_sink_gets_each_message_once_in_order_across_an_outage_and_a_restar
         db = tmp_path / "m.duckdb"
         sinks = _sinks(monkeypatch, slack=slack, pagerduty=pd)
         store = Store(db)
-        outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing")])
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r1", "pending", "firing")])
         assert _deliver(store, sinks) is False  # Slack took it; PagerDuty is down
-        outbox.queue(store, sinks, "prod", [_transition("r2", "firing", "ok",
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r2", "firing", "ok",
                                                         reason="recovered")])
         assert _deliver(store, sinks) is False  # Slack took r2; PagerDuty still owes r1 first
         assert len(slack.requests) == 2 and len(pd.requests) == 4
@@ -178,13 +179,13 @@ def test_with_report_base_url_every_sink_links_the_runs_report(
     with serve() as slack, serve() as hook, serve([ACCEPTED]) as pd:
         sinks = _sinks(monkeypatch, slack=slack, webhook=hook, pagerduty=pd, report=base)
         store = Store(tmp_path / "m.duckdb")
-        outbox.queue(store, sinks, "prod", [_transition(run, "pending", "firing")])
-        outbox.queue(store, sinks, "prod", [outbox.note("budget reached")])
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition(run, "pending", "firing")])
+        outbox.queue(store, outbox.owed(sinks), "prod", [outbox.note("budget reached")])
         assert _deliver(store, sinks) is True
         # Without a base URL (the default): no link anywhere.
         sinks = _sinks(monkeypatch, webhook=hook, pagerduty=pd)
         store = Store(tmp_path / "m2.duckdb")
-        outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing")])
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r1", "pending", "firing")])
         assert _deliver(store, sinks) is True
     url = f"https://bias.internal:9464/monitor/report/{run}/"
     context = slack.requests[0].body["blocks"][-1]["elements"][0]["text"]
@@ -204,7 +205,7 @@ def test_500_and_429_are_retried_with_the_same_key(
     with serve([Answer(500), Answer(429, headers={"Retry-After": "0"}), ok]) as server:
         sinks = _sinks(monkeypatch, **{kind: server}, retries=2)
         store = Store(tmp_path / "m.duckdb")
-        outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing")])
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r1", "pending", "firing")])
         assert _deliver(store, sinks) is True
     assert len(server.requests) == 3
     assert len({r.body["dedup_key"] for r in server.requests}) == 1
@@ -220,8 +221,8 @@ def test_a_400_is_logged_not_retried_and_blocks_nothing(
     with serve([bad, ok]) as server:
         sinks = _sinks(monkeypatch, **{kind: server}, retries=3)
         store = Store(tmp_path / "m.duckdb")
-        outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing")])
-        outbox.queue(store, sinks, "prod", [_transition("r2", "firing", "ok")])
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r1", "pending", "firing")])
+        outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r2", "firing", "ok")])
         with caplog.at_level(logging.WARNING):
             assert _deliver(store, sinks) is True
             assert _deliver(store, sinks) is True
@@ -239,7 +240,7 @@ def test_no_answer_is_retried_then_kept_for_the_next_run(
     sinks = outbox.build_sinks(Alerts.model_validate({"slack": {"webhook_url_env": None},
                                                       "webhook": {"url_env": "T_HOOK", **FAST}}))
     store = Store(tmp_path / "m.duckdb")
-    outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing")])
+    outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r1", "pending", "firing")])
     assert _deliver(store, sinks) is False
     assert [i.id for i in store.outbox_pending("prod", "webhook")] == [1]
 
@@ -248,11 +249,11 @@ def test_queueing_needs_a_sink_but_not_slack(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(tmp_path / "m.duckdb")
     nothing = _sinks(monkeypatch)  # Slack's variable unset, no other sink
-    outbox.queue(store, nothing, "prod", [_transition("r1", "pending", "firing")])
+    outbox.queue(store, outbox.owed(nothing), "prod", [_transition("r1", "pending", "firing")])
     assert store.outbox_pending("prod") == []
     with serve([ACCEPTED]) as pd:
         only_pd = _sinks(monkeypatch, pagerduty=pd)
-        outbox.queue(store, only_pd, "prod", [_transition("r1", "pending", "firing")])
+        outbox.queue(store, outbox.owed(only_pd), "prod", [_transition("r1", "pending", "firing")])
         assert rows(store.path, "SELECT sink FROM outbox_delivery") == [("pagerduty",)]
         assert _deliver(store, only_pd) is True
     assert len(pd.requests) == 1
@@ -278,12 +279,13 @@ def test_secrets_are_in_no_log_database_or_exception(
         store = Store(tmp_path / "m.duckdb")
         with caplog.at_level(logging.DEBUG):
             sinks = outbox.build_sinks(Alerts.model_validate(cfg))
-            outbox.queue(store, sinks, "prod", [_transition("r1", "pending", "firing")])
+            outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r1", "pending",
+                                                                         "firing")])
             _deliver(store, sinks)
             # ... and a webhook that is not there at all, under its secret URL
             monkeypatch.setenv("T_HOOK", f"http://127.0.0.1:{free_port()}/hooks/HOOKPATHSECRET")
             sinks = outbox.build_sinks(Alerts.model_validate(cfg))
-            outbox.queue(store, sinks, "prod", [_transition("r2", "firing", "ok")])
+            outbox.queue(store, outbox.owed(sinks), "prod", [_transition("r2", "firing", "ok")])
             assert _deliver(store, sinks) is False
     with pytest.raises(NoReply) as no_reply:
         post_json(f"http://127.0.0.1:{free_port()}/HOOKPATHSECRET", {}, headers={},

@@ -1,5 +1,5 @@
 """/report over real HTTP: the daemon's server on a real folder published by
-monitor.daemon.site. Redirect to the latest run, the runs index, each run's files
+monitor.serve.site. Redirect to the latest run, the runs index, each run's files
 with their types and security headers; nothing outside the folder (.., encoded
 .., absolute paths, symlinks out), no listing, no hidden file, GET and HEAD only."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor.daemon import site
-from monitor.daemon.exporter import MetricsServer, make_registry
-from monitor.daemon.metrics import MetricsState
+from monitor.serve import site
+from monitor.serve.exporter import MetricsServer, make_registry
+from monitor.serve.metrics import MetricsState
 
 SECRET = "top-secret-outside-the-folder"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32

@@ -534,7 +534,7 @@ def test_failed_write_stats_keeps_the_previous_stats_and_the_store_usable(store:
 
 
 def test_failed_calls_replaced_on_resume_are_still_counted(tmp_path: Path) -> None:
-    from monitor.daemon.metrics import MetricsState
+    from monitor.serve.metrics import MetricsState
 
     store = Store(tmp_path / "r.duckdb")
     store.create_run(_run("r1"))

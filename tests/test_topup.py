@@ -15,9 +15,9 @@ import pytest
 from monitor.catalog import Catalog
 from monitor.commands.runs import runs_command
 from monitor.config import Topup, load_settings
-from monitor.daemon import topup as daemon_topup
-from monitor.daemon.job import Daemon
+from monitor.daemon.scheduled import ScheduledRun
 from monitor.measure.sampling import Sampler
+from monitor.review import topup as daemon_topup
 from monitor.store import Store
 from monitor.vocab import Variant
 from monitor.watch import topup
@@ -84,7 +84,7 @@ def test_a_batch_larger_than_the_cap_is_refused() -> None:
 
 
 def _daemon(tmp_path: Path, catalog: Catalog, languages: list[str] | None = None,
-            **topup_cfg: Any) -> tuple[Daemon, Store]:
+            **topup_cfg: Any) -> tuple[ScheduledRun, Store]:
     sampling: dict[str, Any] = {"triplets_per_run": 40}
     if languages:
         sampling["languages"] = languages
@@ -95,12 +95,12 @@ def _daemon(tmp_path: Path, catalog: Catalog, languages: list[str] | None = None
     return daemon, store
 
 
-async def _runs(daemon: Daemon, catalog: Catalog, params: list[dict[str, Any]],
+async def _runs(daemon: ScheduledRun, catalog: Catalog, params: list[dict[str, Any]],
                 first_seed: int = 100) -> None:
     for i, p in enumerate(params):
         daemon.client_factory = lambda ep, p=p, i=i: DirectSimClient(  # type: ignore
             {"noise_sd": 1.0, **p, "seed": first_seed + i}, catalog.root)
-        await daemon.run_job("sim")
+        await daemon.run("sim")
 
 
 def _main_runs(store: Store) -> list[str]:

@@ -19,7 +19,8 @@ from monitor.config import load_settings
 from monitor.errors import UsageError
 from monitor.stats import md_of, nullable
 from monitor.store import Store
-from monitor.vocab import POOLED, AlertState, RunStatus
+from monitor.vocab import FINISHED, POOLED, AlertState
+from monitor.watch import Scope
 
 __all__ = ["baseline_command", "baseline_set", "baseline_show"]
 
@@ -41,26 +42,17 @@ def baseline_set(args: argparse.Namespace) -> int:
             chosen.setdefault(run.endpoint, []).append(run_id)
     else:
         for name in names:
-            runs = [r for r in store.runs(name) if r.status == RunStatus.COMPLETE]
+            runs = [r for r in store.runs(name) if r.status in FINISHED]
             if not runs:
-                raise UsageError(f"endpoint {name}: no complete run yet; run `monitor probe "
+                raise UsageError(f"endpoint {name}: no finished run yet; run `monitor probe "
                                  "--once` first")
             chosen[name] = [r.run_id for r in runs[-args.latest:]]
     for endpoint, run_ids in chosen.items():
         runs = [r for r in (store.get_run(x) for x in run_ids) if r is not None]
-        bad = [r.run_id for r in runs if r.status != RunStatus.COMPLETE]
-        if bad:
-            raise UsageError(f"runs {bad} are not complete; finish them with `monitor probe "
-                             "--once --resume RUN_ID` or choose others")
-        versions = {r.catalog_version for r in runs}
-        models = set(store.run_model_ids(run_ids).values())
-        setups = {r.setup for r in runs}
-        if len(versions) > 1 or len(models) > 1 or len(setups) > 1:
-            raise UsageError(f"endpoint {endpoint}: the runs mix catalog versions {versions}, "
-                             f"model ids {models} or assistant setups {setups}; a baseline must "
-                             "be one model in one setup on one catalog")
-        store.set_baseline(endpoint, run_ids, versions.pop(), models.pop(), auto=False,
-                           setup=setups.pop())
+        if (why := Scope.common(runs)) is not None:
+            raise UsageError(f"endpoint {endpoint}: {why}; a baseline must be one model in "
+                             "one setup on one catalog, over the same scenarios and variants")
+        store.set_baseline(endpoint, runs, auto=False)
         print(f"baseline of {endpoint}: {len(run_ids)} run(s) {', '.join(run_ids)}")
     return 0
 

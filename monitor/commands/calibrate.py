@@ -27,16 +27,19 @@ from monitor.catalog import load_catalog
 from monitor.commands.plan import cost_per_call, stored_usage
 from monitor.commands.probe import endpoints_for, run_until_stopped
 from monitor.config import Endpoint, Settings, load_settings
+from monitor.context import Context
 from monitor.errors import EXIT_NO_RESULTS, UsageError
-from monitor.measure.run import RunOptions, RunResult
+from monitor.measure.budget import Allowance
+from monitor.measure.progress import Progress
+from monitor.measure.run import RunResult, run_endpoint
+from monitor.measure.start import RunOptions
 from monitor.store import Store
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch.plan import (
     Cells,
-    TopupParams,
+    assess,
+    assess_topup,
     cell_shares,
-    evaluate,
-    evaluate_topup,
     sd_from_md,
 )
 from monitor.watch.reference import auto_h
@@ -89,10 +92,8 @@ def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: in
 
 def _accept(store: Store, result: RunResult, settings: Settings, cells: Cells) -> None:
     run = result.run
-    # The model id the endpoint reported for the run (None when it reported none).
-    model = store.run_model_ids([run.run_id]).get(run.run_id)
-    store.set_baseline(run.endpoint, [run.run_id], run.catalog_version, model,
-                       auto=False, setup=run.setup)
+    store.set_baseline(run.endpoint, [run], auto=False)
+    model = run.model_id
     sd = sd_from_md(result.md)
     print(f"baseline of {run.endpoint}: calibration run {run.run_id}, {run.triplets} "
           f"triplets, model {model or run.model}; sd of the paired differences "
@@ -123,9 +124,8 @@ def _expect(settings: Settings, cells: Cells, sd: float, base_triplets: int) -> 
         h = derived.h
         print(f"  thresholds.cusum_h auto, for runs of {n} triplets: {derived.describe()}")
     if tp.enabled:
-        r = evaluate_topup(n, cells, sd, t.drift_md_points, 3, t.drift_md_points, mrf, None,
-                           TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets,
-                                       tp.max_triplets), h, base_triplets)
+        r = assess_topup(n, cells, sd, t.drift_md_points, 3, t.drift_md_points, mrf, None,
+                           tp, h, base_triplets)
         langs = len(settings.sampling.languages)
         print(f"  expected at {n} triplets per run with the top-up: "
               f"{r['false_alarms_per_100']:g} false pages per 100 runs, a "
@@ -134,7 +134,7 @@ def _expect(settings: Settings, cells: Cells, sd: float, base_triplets: int) -> 
               f"{r['triplets_asked_mean'] * langs:.0f} calls per run; `monitor plan` sizes "
               "the runs for a target")
     else:
-        _, fa, p = evaluate(n, cells, sd, t.drift_md_points, math.inf, 3, t.drift_md_points,
+        _, fa, p = assess(n, cells, sd, t.drift_md_points, math.inf, 3, t.drift_md_points,
                             mrf, None, hs=np.array([h]), baseline_triplets=base_triplets)
         print(f"  expected at {n} triplets per run, h = {h:g}: {fa:g} false pages per "
               f"100 runs, p(detect within 3 runs) {p:g}; `monitor plan` sizes the runs")
@@ -160,8 +160,12 @@ def calibrate_command(args: argparse.Namespace) -> int:
                 _announce(endpoint, settings, store, triplets, cells, per_cell, max_cost)
             if args.dry_run:
                 continue
-            opts = RunOptions(triplets=triplets, resume=args.resume, max_cost_usd=max_cost)
-            result = run_until_stopped(settings, catalog, store, endpoint, opts, config_path,
+            opts = RunOptions(triplets=triplets, resume=args.resume)
+            ctx = Context(settings, catalog, store)
+            # Not the daily budget: a calibration is one deliberate run with its own cap.
+            work = run_endpoint(ctx, endpoint, opts, allowance=Allowance(usd=max_cost),
+                                progress=Progress(label=f"[{endpoint.name}] "))
+            result = run_until_stopped(ctx, endpoint, work, opts, config_path,
                                        command="monitor baseline calibrate",
                                        what="calibration ")
             if isinstance(result, int):

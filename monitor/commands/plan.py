@@ -14,10 +14,9 @@ from monitor.store import Store
 from monitor.watch.plan import (
     POWER,
     Cells,
-    TopupParams,
+    assess,
+    assess_topup,
     cell_shares,
-    evaluate,
-    evaluate_topup,
     make_plan,
     one_shot_n,
     plan_topup,
@@ -151,7 +150,7 @@ def plan_command(args: Any) -> int:
         p = make_plan(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
                       auto_min_triplets=auto, baseline_triplets=fixed)
         h_now, h_from = _current_h(settings, cells, sd, fixed)
-        _, fa_now, p_now = evaluate(s.triplets_per_run, cells, sd, delta, math.inf, within,
+        _, fa_now, p_now = assess(s.triplets_per_run, cells, sd, delta, math.inf, within,
                                     t.drift_md_points, mrf, auto, hs=np.array([h_now]),
                                     baseline_triplets=fixed)
         calls = round((p["triplets_per_run"] or 0) * len(s.languages) * per_day)
@@ -207,13 +206,12 @@ def _topup(settings: Any, cells: Cells, sd: float, delta: float, fa: float, with
     tp = settings.topup
     if not tp.enabled:
         return None
-    params = TopupParams(tp.suspect_h, tp.alpha, tp.beta, tp.batch_triplets, tp.max_triplets)
     mrf = settings.alerts.min_runs_firing
     auto = settings.baseline.auto_min_triplets
-    now = evaluate_topup(settings.sampling.triplets_per_run, cells, sd, delta, within,
-                         delta, mrf, auto, params, h, fixed)
+    now = assess_topup(settings.sampling.triplets_per_run, cells, sd, delta, within,
+                         delta, mrf, auto, tp, h, fixed)
     best = plan_topup(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
-                      auto_min_triplets=auto, tp=params, h=h, baseline_triplets=fixed)
+                      auto_min_triplets=auto, tp=tp, h=h, baseline_triplets=fixed)
     return {"suspect_h": tp.suspect_h, "alpha": tp.alpha, "beta": tp.beta,
             "batch_triplets": tp.batch_triplets, "max_triplets": tp.max_triplets,
             "current": now, "plan": best}

@@ -19,22 +19,30 @@ import shlex
 import signal
 import sys
 from collections.abc import Coroutine
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from monitor.catalog import Catalog, load_catalog
+from monitor.alerts import build_sinks, owed
+from monitor.catalog import load_catalog
 from monitor.commands.summary import breaches, json_document, text_summary
 from monitor.config import Endpoint, Settings, demo_config_path, load_settings
+from monitor.context import Context
 from monitor.errors import (
     EXIT_INTERRUPTED,
     EXIT_NO_RESULTS,
     EXIT_TERMINATED,
+    NoResultsError,
     StoreError,
     StoreWriteError,
     UsageError,
 )
+from monitor.measure.budget import Allowance
 from monitor.measure.progress import Progress
-from monitor.measure.run import RunOptions, RunResult, run_endpoint
+from monitor.measure.run import RunResult, make_client, run_endpoint
+from monitor.measure.start import RunOptions
+from monitor.review import Review, review_run
 from monitor.store import RunSummary, Store
 from monitor.vocab import RunStatus
 
@@ -64,16 +72,16 @@ def resume_hint(run_id: str, config_path: Path, command: str = "monitor probe --
     return f"{command} --resume {shlex.quote(run_id)}{config}"
 
 
-def run_until_stopped(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
+def run_until_stopped(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[Any, Any, T],
                       opts: RunOptions, config_path: Path, *,
-                      command: str = "monitor probe --once", what: str = "") -> RunResult | int:
-    """One run of `endpoint` with progress, or the exit code (130 / 143) when Ctrl-C or
-    SIGTERM stopped it: every answer is kept, and one line says where and which `command`
-    resumes it (`what` names the run in that line, e.g. "calibration "). A storage
-    failure (StoreWriteError, exit 4) gets the same resume command."""
+                      command: str = "monitor probe --once", what: str = "") -> T | int:
+    """`work` (a run of `endpoint`, and its review), or the exit code (130 / 143) when
+    Ctrl-C or SIGTERM stopped it: every answer is kept, and one line says where and which
+    `command` resumes it (`what` names the run in that line, e.g. "calibration "). A
+    storage failure (StoreWriteError, exit 4) gets the same resume command."""
+    settings, store = ctx.settings, ctx.store
     try:
-        return asyncio.run(terminable(run_endpoint(
-            settings, catalog, store, endpoint, opts, Progress(label=f"[{endpoint.name}] "))))
+        return asyncio.run(terminable(work))
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         term = isinstance(exc, asyncio.CancelledError)
         run_id = opts.resume
@@ -129,38 +137,72 @@ def no_results_message(res: RunResult, summary: RunSummary | None) -> str:
             f"{c['refused']} refused")
 
 
+async def probe_one(ctx: Context[Store], endpoint: Endpoint, opts: RunOptions,
+                    allowance: Allowance, sinks: list[str]) -> Review:
+    """One run and its review, as the daemon makes them: the top-ups within today's
+    budget, the evaluation against the stored baseline, the messages queued (the
+    daemon delivers them; nothing is sent from here)."""
+    client = make_client(ctx.catalog, endpoint)
+    result = await run_endpoint(ctx, endpoint, opts, allowance=allowance, client=client,
+                                progress=Progress(label=f"[{endpoint.name}] "), hold=True)
+    return await review_run(ctx, endpoint, result, client, allowance=allowance, sinks=sinks)
+
+
+def _allowance(ctx: Context[Store], endpoint: Endpoint, opts: RunOptions) -> Allowance:
+    """Today's budget for the run (the daemon's too); UsageError when it is spent."""
+    allowance = Allowance.today(ctx.settings.budget, ctx.store, endpoint.name, datetime.now(UTC))
+    languages = len(opts.languages or ctx.settings.sampling.languages)
+    if opts.resume is None and (allowance.spent or allowance.run_size(1, languages) < 1):
+        raise NoResultsError(f"endpoint {endpoint.name}: today's budget is spent "
+                          f"({allowance.describe()}; budget.max_usd_per_day / "
+                          "max_probes_per_day): no call made - raise it or wait until "
+                          "midnight UTC")
+    return allowance
+
+
 def probe_command(args: argparse.Namespace) -> int:
     settings, config_path = load_settings(args.config)
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     if args.triplets is not None and args.triplets < 1:
         raise UsageError("--triplets must be a positive number")
-    opts = RunOptions(triplets=args.triplets, languages=args.languages,
-                      scenarios=args.scenarios, seed=args.seed, resume=args.resume)
     storage = str(settings.storage.path)
-    results: list[RunResult] = []
+    reviews: list[Review] = []
+    sinks = owed(build_sinks(settings.alerts, settings.report))
     with Store(settings.storage.path) as store:
+        ctx = Context(settings, catalog, store)
         endpoints = endpoints_for(settings, args.endpoint, args.resume, store)
         settings.require_keys(endpoints, config_path)
         for endpoint in endpoints:
-            got = run_until_stopped(settings, catalog, store, endpoint, opts, config_path)
+            opts = RunOptions(triplets=args.triplets, languages=args.languages,
+                              scenarios=args.scenarios, seed=args.seed, resume=args.resume)
+            allowance = _allowance(ctx, endpoint, opts)
+            want = opts.triplets or settings.sampling.triplets_per_run
+            size = allowance.run_size(want, len(opts.languages or settings.sampling.languages))
+            if size < want and opts.resume is None:
+                print(f"monitor: endpoint {endpoint.name}: {size} of {want} triplets: what "
+                      f"today's budget leaves ({allowance.describe()})", file=sys.stderr)
+                opts = replace(opts, triplets=size)
+            got = run_until_stopped(ctx, endpoint,
+                                    probe_one(ctx, endpoint, opts, allowance, sinks), opts,
+                                    config_path)
             if isinstance(got, int):
                 return got
-            results.append(got)
-        failed = [r for r in results if r.status_counts["ok"] == 0]
+            reviews.append(got)
+        failed = [r for r in reviews if r.run.status == RunStatus.FAILED]
         summaries = {s.run.run_id: s for s in store.run_summaries(
             run_ids=[r.run.run_id for r in failed])} if failed else {}
     if args.json:
-        print(json.dumps(json_document(results, storage, catalog.version), ensure_ascii=False,
+        print(json.dumps(json_document(reviews, storage, catalog.version), ensure_ascii=False,
                          indent=2))
     else:
         print(f"# config {config_path}", file=sys.stderr)
-        print("\n\n".join(text_summary(r, settings, storage) for r in results))
+        print("\n\n".join(text_summary(r, settings, storage) for r in reviews))
     for r in failed:
-        print(f"monitor: error: {no_results_message(r, summaries.get(r.run.run_id))}",
+        print(f"monitor: error: {no_results_message(r.result, summaries.get(r.run.run_id))}",
               file=sys.stderr)
     if failed:
         return EXIT_NO_RESULTS
-    found = [b for r in results for b in breaches(r, settings)]
+    found = [b for r in reviews for b in breaches(r.result, settings)]
     for b in found:
         print(f"monitor: breach: {b}", file=sys.stderr)
     return 1 if found and args.fail_on_breach else 0

@@ -14,6 +14,7 @@ from typing import Any
 
 from monitor.config import Settings
 from monitor.measure import RunResult
+from monitor.review import Review
 from monitor.stats import MIN_CELL_N, beyond, jsd_significant, significant
 from monitor.stats import nullable as _f  # NaN -> null
 from monitor.vocab import POOLED
@@ -37,13 +38,44 @@ def breaches(result: RunResult, settings: Settings) -> list[str]:
     return out
 
 
-def json_document(results: list[RunResult], storage: str, catalog_version: str) -> dict[str, Any]:
+def evaluation_record(review: Review) -> dict[str, Any]:
+    """What the run's review found (the same the daemon stores for the run): whether it
+    was compared, each cell's drift state, the transitions, the top-ups, the messages
+    queued for the sinks (the daemon delivers them)."""
+    ev = review.evaluation
+    base = ev.baseline if ev else None
+    drift = ev.drift if ev else {}
+    return {
+        "compared": bool(ev and ev.comparable),
+        "note": ev.note if ev else "no answer: not compared",
+        "baseline": None if base is None else {
+            "set_at": base.set_at.isoformat(), "runs": len(base.run_ids), "auto": base.auto},
+        "h": ev.h.h if ev and ev.h else None,
+        "cells": [{"scenario": s, "country": c, "state": str(st.state),
+                   "drift_points": _f(drift.get((s, c))), "cusum_up": st.s_plus,
+                   "cusum_down": st.s_minus, "level": str(st.level), "reason": st.reason}
+                  for (s, c), st in (ev.states.items() if ev else [])],
+        "transitions": [{"scenario": t.scenario, "country": t.country,
+                         "condition": str(t.condition), "from_state": t.from_state,
+                         "to_state": t.to_state, "reason": t.reason}
+                        for t in (ev.transitions if ev else [])],
+        "topups": [{"country": v.country, "decision": v.word, "side": v.side, "n": v.n,
+                    "triplets_asked": v.asked, "md": _f(v.md), "ci_lower": _f(v.ci[0]),
+                    "ci_upper": _f(v.ci[1]), "llr": round(v.llr, 3)}
+                   for v in review.topups.values()],
+        "messages_queued": len(review.messages),
+    }
+
+
+def json_document(reviews: list[Review], storage: str, catalog_version: str) -> dict[str, Any]:
     eps = []
-    for res in results:
+    for review in reviews:
+        res = review.result
         calls = sum(res.status_counts.values())
         eps.append({
-            "endpoint": res.run.endpoint, "model": res.run.model, "simulated": res.run.simulated,
-            "run_id": res.run.run_id, "run_status": res.run.status, "calls": calls,
+            "endpoint": review.run.endpoint, "model": review.run.model,
+            "simulated": review.run.simulated, "run_id": review.run.run_id,
+            "run_status": review.run.status, "calls": calls,
             "status_counts": res.status_counts, "cost_usd": res.cost_usd,
             "model_ids": res.model_ids,
             "md": [{"scenario": r.scenario, "country": r.country, "md": _f(r.md),
@@ -57,9 +89,10 @@ def json_document(results: list[RunResult], storage: str, catalog_version: str) 
                      "js_distance_nat": _f(r.js_distance_nat)} for r in res.jsd],
             "coverage": [{"language": r.language, "ratio": _f(r.ratio), "asked": _i(r.asked),
                           "scored": _i(r.scored)} for r in res.coverage],
+            "evaluation": evaluation_record(review),
         })
-    run_id = results[0].run.run_id if len(results) == 1 else ",".join(
-        r.run.run_id for r in results)
+    run_id = reviews[0].run.run_id if len(reviews) == 1 else ",".join(
+        r.run.run_id for r in reviews)
     return {"run_id": run_id, "storage": storage, "catalog_version": catalog_version,
             "endpoints": eps}
 
@@ -69,8 +102,8 @@ def _ci(lo: Any, hi: Any, fmt: str = "+.2f") -> str:
     return "[   n/a   ]" if a is None or b is None else f"[{a:{fmt}}, {b:{fmt}}]"
 
 
-def text_summary(res: RunResult, settings: Settings, storage: str) -> str:
-    run, limit = res.run, settings.thresholds.md_points
+def text_summary(review: Review, settings: Settings, storage: str) -> str:
+    res, run, limit = review.result, review.run, settings.thresholds.md_points
     tag = "  [SIMULATED endpoint]" if run.simulated else ""
     counts = ", ".join(f"{k} {v}" for k, v in res.status_counts.items())
     cost = "unknown (price not known to LiteLLM)" if res.cost_usd is None else (
@@ -107,6 +140,7 @@ def text_summary(res: RunResult, settings: Settings, storage: str) -> str:
     lines.append("")
     cov = "  ".join(f"{c.language} {_pct(c.ratio)}" for c in res.coverage)
     lines.append(f"coverage (scored / asked): {cov}")
+    lines += _evaluation_lines(review)
     lines.append(f"stored in {storage}")
     return "\n".join(lines)
 
@@ -114,3 +148,19 @@ def text_summary(res: RunResult, settings: Settings, storage: str) -> str:
 def _pct(x: Any) -> str:
     v = _f(x)
     return "n/a" if v is None else f"{100 * v:.0f}%"
+
+
+def _evaluation_lines(review: Review) -> list[str]:
+    """The review, in a few lines: compared or why not, what changed, the top-ups."""
+    ev = review.evaluation
+    if ev is None:
+        return ["baseline: not compared (no answer)"]
+    out = [f"baseline: {ev.note}" + (f" (h {ev.h.h:g})" if ev.h else "")]
+    out += [f"  {t.scenario}/{t.country} {t.condition}: {t.from_state} -> {t.to_state} "
+            f"({t.reason})" for t in ev.transitions]
+    out += [f"  top-up of {v.country}: {v.word} after {v.asked} fresh triplets"
+            for v in review.topups.values()]
+    if review.messages:
+        out.append(f"  {len(review.messages)} message item(s) queued for the alert sinks; "
+                   "the daemon (`monitor run`) delivers them")
+    return out

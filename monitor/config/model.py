@@ -228,7 +228,7 @@ class Metrics(BaseModel):
 
 
 class Report(BaseModel):
-    """The report the daemon writes after each run and serves at /report (monitor.daemon.site)."""
+    """The report the daemon writes after each run and serves at /report (monitor.serve.site)."""
 
     model_config = _Strict
     enabled: bool = Field(True, description="Write each run's report and serve it at /report.")

@@ -2,11 +2,12 @@
 
 `monitor run` starts one per scheduled run, so that LiteLLM, pandas and
 SciPy (about 300 MB) live only as long as a run and the long-lived scheduler
-stays small. SIGTERM / SIGINT interrupt the run cleanly (Daemon.run_job).
-The child writes what the parent cannot read back from DuckDB (failure
-counts, flags) as JSON to the pipe N - no file that a killed parent would
-leave behind - and each finished run's report into report.dir
-(monitor.daemon.publish), which the parent serves at /report.
+stays small. What it does is monitor.daemon.scheduled (budget, recovery, the
+run, its review, its report, the deliveries); SIGTERM / SIGINT interrupt it
+cleanly. The child keeps no metrics: it writes what the parent cannot read
+back from the store (failure counts, the budget's flag) as JSON to the pipe N
+- no file that a killed parent would leave behind - and the parent reads the
+store's metrics once when the child has ended.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ import signal
 import sys
 from pathlib import Path
 
+from monitor.alerts import build_sinks
 from monitor.catalog import load_catalog
 from monitor.config import load_settings
-from monitor.daemon import outbox
-from monitor.daemon.job import Daemon
-from monitor.daemon.metrics import MetricsState
-from monitor.daemon.publish import Reporter
+from monitor.daemon.scheduled import ScheduledRun
 from monitor.errors import MonitorError
 from monitor.logs import setup_logging
+from monitor.serve.publish import Reporter
 from monitor.store import Store
 
 __all__ = ["child_main"]
@@ -77,27 +77,21 @@ def child_main(argv: list[str] | None = None) -> int:
     except MonitorError as exc:  # one line, as from the CLI; the parent counts the failure
         log.error("endpoint %s: run not started: %s", args.endpoint, exc)
         return exc.exit_code
-    daemon = Daemon(settings, catalog, store, MetricsState(),
-                    outbox.build_sinks(settings.alerts, settings.report),
-                    reporter=Reporter(settings, catalog, store))
+    slot = ScheduledRun(settings, catalog, store, build_sinks(settings.alerts, settings.report),
+                        reporter=Reporter(settings, catalog, store))
 
     async def main() -> None:
-        job = asyncio.ensure_future(daemon.run_job(args.endpoint))
+        job = asyncio.ensure_future(slot.run(args.endpoint))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):  # interrupt the run, store it, exit 0
             loop.add_signal_handler(sig, job.cancel)
         await job
 
     asyncio.run(main())
-    snap = daemon.state.snapshot()
     name = args.endpoint
-    flags = {f: getattr(snap, f)[name] for f in ("comparable", "budget_exhausted")
-             if name in getattr(snap, f)}
     try:
         with os.fdopen(args.report_fd, "w", encoding="utf-8") as fh:
-            json.dump({"failures": daemon.failures.get(name, 0),
-                       "delivery_failures": daemon.delivery_failures.get(name, 0),
-                       "flags": flags}, fh)
+            json.dump(slot.counts(name), fh)
     except BrokenPipeError:  # the daemon died (SIGKILL): the run is stored all the same
         log.info("endpoint %s: the daemon is gone; the run is stored, nothing to report to",
                  name)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from monitor.store import RunRow
 from monitor.vocab import RunStatus
+from monitor.watch.scope import Scope
 
 __all__ = ["MAX_ATTEMPTS", "RESUME_WITHIN", "Triage", "triage"]
 
@@ -41,13 +42,11 @@ def triage(runs: Sequence[RunRow], catalog_version: str, setup: str, *,
                      key=lambda r: (r.started_at, r.run_id), reverse=True)
     resume: RunRow | None = None
     close: list[tuple[RunRow, str]] = []
+    # Recovery knows the catalogue and setup the configuration gives now, no model yet.
+    current = Scope(catalog_version=catalog_version, setup=setup)
     for run in waiting:
-        if run.catalog_version != catalog_version:
-            close.append((run, f"not resumed: the catalog changed since (run on "
-                               f"{run.catalog_version}, now {catalog_version})"))
-        elif run.setup != setup:
-            close.append((run, f"not resumed: the assistant setup changed since (run with "
-                               f"{run.setup}, now {setup})"))
+        if (why := current.refuses(Scope.of(run))) is not None:
+            close.append((run, f"not resumed: {why.text.split(';')[0]} since it started"))
         elif now - run.started_at > RESUME_WITHIN:
             close.append((run, "not resumed: interrupted more than "
                                f"{RESUME_WITHIN.total_seconds() / 3600:g} h after it started"))

@@ -1,6 +1,6 @@
 """`monitor run`: the daemon. The only module that imports apscheduler.
 
-An AsyncIOScheduler (APScheduler 3.x, UTC) calls `Daemon.run_job(endpoint)`
+An AsyncIOScheduler (APScheduler 3.x, UTC) calls `RunLauncher.run_job(endpoint)`
 on the configured cron or `every:` schedule: one job per endpoint,
 coalesce=True and max_instances=1 (a run that overruns its slot makes the
 next one skip: counted in bias_monitor_runs_skipped_total, logged at INFO at
@@ -11,7 +11,7 @@ the scheduler, interrupt in-flight runs cleanly (stored, resumable) and exit
 0. /metrics, /healthz and /report (each run's report, written by the run
 process into report.dir) are served on metrics.host:port; a port that is
 taken is a configuration error (exit 2), not a traceback.
-Each run is a short-lived child process (monitor.daemon.jobs).
+Each run is a short-lived child process (monitor.daemon.launcher).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from monitor.catalog import Catalog, load_catalog
 from monitor.config import Settings, load_settings, parse_every, setup_for
-from monitor.daemon.exporter import MetricsServer, make_registry
-from monitor.daemon.jobs import ChildJobs
-from monitor.daemon.metrics import MetricsState
+from monitor.daemon.launcher import RunLauncher
 from monitor.daemon.recovery import triage
 from monitor.errors import ConfigError
+from monitor.serve.exporter import MetricsServer, make_registry
+from monitor.serve.metrics import MetricsState
 from monitor.store import Store
 
 __all__ = ["make_trigger", "period_seconds", "serve"]
@@ -105,7 +105,7 @@ def _report_folder(settings: Settings) -> Path | None:
 async def _main(settings: Settings, config: Path | None, source: Path, store: Store,
                 trigger: BaseTrigger, catalog: Catalog) -> int:
     state = MetricsState()
-    daemon = ChildJobs(config, store, state)
+    daemon = RunLauncher(config, store, state)
     resume_now = set()
     for ep in settings.endpoints:
         await asyncio.to_thread(state.prime, store, ep.name)

@@ -1,5 +1,6 @@
 """Measuring: which triplets a run asks, the prompts, the LLM client, parsing, the run.
 
+    start.py      a run's row: a new run planned, or an interrupted one to resume
     sampling.py   the seeded rotation of triplets, variants and option orders
     prompts.py    the messages of one (triplet, language)
     assistant.py  the assistant's setup applied to them (config/assistant.py), its schema
@@ -8,17 +9,20 @@
     ratelimit.py  calls in flight and requests per minute
     simulated.py  the simulated model with a known injected bias
     parse.py      the three scores read out of an answer
-    budget.py     the day's money, guarded call by call
+    budget.py     what a run and its top-ups may spend: dollars call by call, calls
+                  batch by batch (the daily budget, shared)
     rows.py       what a run writes: call rows, score rows, statistic rows
     writer.py     bounded batches into DuckDB, or the spool
     spool.py      answers paid for but not written
     progress.py   calls done, failures, ETA on stderr
     run.py        run_endpoint: one run of one endpoint, start to statistics
+    ports.py      what measuring reads and writes in the store
 """
 
 from monitor.measure.llm import CallResult, ChatClient, LLMClient
 from monitor.measure.progress import Progress
-from monitor.measure.run import RunOptions, RunResult, finish_run, plan_run, run_endpoint
+from monitor.measure.run import RunResult, finish_run, run_endpoint
+from monitor.measure.start import RunOptions, plan_run
 
 __all__ = ["CallResult", "ChatClient", "LLMClient", "Progress", "RunOptions", "RunResult",
            "finish_run", "plan_run", "run_endpoint"]

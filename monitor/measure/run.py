@@ -1,7 +1,9 @@
 """One measurement run for one endpoint: sample -> prompts -> LLM -> parse -> store -> stats.
 
-`run_endpoint` is what both `monitor probe --once` and the daemon call. It
-never raises for a failed probe: failures are stored and counted. Answers
+`run_endpoint` is what `monitor probe --once`, the daemon and `monitor baseline
+calibrate` call; the first two `hold` the run `running` after its statistics, for
+its review (monitor.review) to end it. It never raises for a failed probe:
+failures are stored and counted. Answers
 are written as they arrive, in bounded batches (monitor.measure.writer); a
 crash loses at most the calls in flight and a quarter second of answers.
 The statistics run in a worker thread, off the event loop.
@@ -21,31 +23,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from monitor.catalog import Catalog
-from monitor.config import Endpoint, Settings, Setup, setup_for
-from monitor.errors import StoreError, UsageError
+from monitor.config import Endpoint, Setup
+from monitor.context import Context
+from monitor.errors import StoreError
 from monitor.measure.assistant import answer_schema, apply_setup
-from monitor.measure.budget import CostGuard
+from monitor.measure.budget import Allowance
 from monitor.measure.llm import ON_WIRE, CallResult, ChatClient, LLMClient, Wire
 from monitor.measure.parse import parse_answer
+from monitor.measure.ports import MeasureStore
 from monitor.measure.progress import Progress
 from monitor.measure.prompts import build_prompt
 from monitor.measure.rows import call_record, stat_rows
 from monitor.measure.sampling import ProbeSpec, Sampler
+from monitor.measure.start import RunOptions, plan_run
 from monitor.measure.writer import Writer, import_spools
 from monitor.stats import CoverageRow, JSDRow, MDRow, Summary, summarise
-from monitor.store import RunRow, Store
+from monitor.store import RunRow
 from monitor.store import owner as owners
-from monitor.vocab import LABELS, AnswerFormat, RunStatus, Variant
+from monitor.vocab import LABELS, AnswerFormat, CallStatus, RunStatus, Variant
 
-__all__ = ["DRAIN_S", "RunOptions", "RunResult", "ask", "finish_run", "make_client",
-           "plan_run", "run_endpoint"]
+__all__ = ["DRAIN_S", "RunResult", "ask", "despite_cancels", "finish_run", "make_client",
+           "run_endpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -55,24 +58,16 @@ log = logging.getLogger(__name__)
 DRAIN_S = 10.0
 
 
-@dataclass(kw_only=True, frozen=True)
-class RunOptions:
-    """Command-line overrides of the configured sampling."""
-
-    triplets: int | None = None
-    languages: list[str] | None = None
-    scenarios: list[str] | None = None
-    seed: int | None = None
-    resume: str | None = None
-    max_cost_usd: float | None = None  # what is left of today's budget
-
-
 @dataclass(frozen=True)
 class RunResult:
-    """A finished run and its statistics."""
+    """A measured run and its statistics. `status` / `reason`: how it ends; a run held
+    for its review (run_endpoint's `hold`) is still `running` in `run` until the review
+    ends it so (monitor.review)."""
 
     run: RunRow
     summary: Summary
+    status: RunStatus
+    reason: str | None = None
 
     @property
     def status_counts(self) -> dict[str, int]:
@@ -99,73 +94,6 @@ class RunResult:
         return self.summary.model_ids
 
 
-def plan_run(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
-             opts: RunOptions) -> tuple[RunRow, Setup]:
-    if opts.resume:
-        run = _resumable(catalog, store, opts.resume)
-        setup = setup_for(endpoint, run.languages, list(catalog.languages))
-        if setup.key != run.setup:
-            raise UsageError(f"--resume {opts.resume}: the run was asked with assistant setup "
-                             f"{run.setup}, the configuration now gives {setup.key} (system "
-                             "prompt, persona or answer format changed); start a new run")
-        return run, setup
-    return _new_run(settings, catalog, store, endpoint, opts)
-
-
-def _resumable(catalog: Catalog, store: Store, run_id: str) -> RunRow:
-    run = store.get_run(run_id)
-    if run is None:
-        raise UsageError(f"--resume {run_id}: no such run in {store.path}")
-    if run.catalog_version != catalog.version:
-        raise UsageError(f"--resume {run_id}: the run used catalog version "
-                         f"{run.catalog_version}, the catalog is now {catalog.version}; "
-                         "start a new run instead")
-    if run.status == RunStatus.RUNNING and owners.alive(run.owner, run.heartbeat_at):
-        raise UsageError(f"--resume {run_id}: the run is still running in "
-                         f"{owners.describe(run.owner)}; wait for it to end or stop that "
-                         "process first")
-    return run
-
-
-def _new_run(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
-             opts: RunOptions) -> tuple[RunRow, Setup]:
-    s = settings.sampling
-    languages = opts.languages or s.languages
-    scenarios = opts.scenarios or s.scenarios
-    where = "--languages" if opts.languages else "sampling.languages"
-    if len(set(languages)) < 2 or len(set(languages)) != len(languages):
-        raise UsageError(f"{where} {','.join(languages)}: a run needs at least two different "
-                         "languages (MD compares a country's local language with the others), "
-                         "each once; e.g. en,zh")
-    for lang in languages:
-        if lang not in catalog.languages:
-            raise UsageError(f"language {lang!r} is not in the catalog ({list(catalog.languages)})"
-                             "; fix sampling.languages or --languages")
-    for scen in scenarios:
-        if scen not in catalog.scenarios:
-            raise UsageError(f"scenario {scen!r} is not in the catalog "
-                             f"({list(catalog.scenarios)}); fix sampling.scenarios or --scenarios")
-    for scen in scenarios:
-        own = catalog.scenarios[scen].languages
-        if own and (missing := [lang for lang in languages if lang not in own]):
-            raise UsageError(f"scenario {scen!r} (a catalog overlay) has no names in "
-                             f"{', '.join(missing)}; ask it in {', '.join(own)} (--languages) "
-                             "or leave it out of sampling.scenarios / --scenarios")
-    seed = s.seed if opts.seed is None else opts.seed
-    triplets = opts.triplets or s.triplets_per_run
-    index = store.next_run_index(endpoint.name, catalog.version, seed, scenarios)
-    now = datetime.now(UTC)
-    run_id = f"{endpoint.name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
-    setup = setup_for(endpoint, list(languages), list(catalog.languages))
-    return RunRow(run_id=run_id, endpoint=endpoint.name, model=endpoint.model,
-                  simulated=endpoint.simulated, run_index=index, seed=seed,
-                  catalog_version=catalog.version, scenarios=list(scenarios),
-                  languages=list(languages), variants=list(s.variants), triplets=triplets,
-                  planned_calls=triplets * len(languages), started_at=now, finished_at=None,
-                  status=RunStatus.RUNNING, owner=owners.token(), heartbeat_at=now,
-                  reason=None, attempts=1, setup=setup.key), setup
-
-
 def make_client(catalog: Catalog, endpoint: Endpoint) -> ChatClient:
     """The endpoint's client (the simulated one is told where the catalogue is)."""
     extra = ({"catalog_path": str(catalog.root), "catalog_extra": [str(p) for p in catalog.extra]}
@@ -173,26 +101,30 @@ def make_client(catalog: Catalog, endpoint: Endpoint) -> ChatClient:
     return LLMClient(endpoint, extra_params=extra)
 
 
-async def run_endpoint(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpoint,
-                       opts: RunOptions = RunOptions(), progress: Progress | None = None,
-                       client: ChatClient | None = None) -> RunResult:
-    """Run (or resume) one measurement run of `endpoint`; returns its statistics."""
-    run, setup = plan_run(settings, catalog, store, endpoint, opts)
+async def run_endpoint(ctx: Context[MeasureStore], endpoint: Endpoint,
+                       opts: RunOptions | None = None, *, allowance: Allowance | None = None,
+                       progress: Progress | None = None, client: ChatClient | None = None,
+                       hold: bool = False) -> RunResult:
+    """Run (or resume) one measurement run of `endpoint`; returns its statistics.
+    `allowance`: what it may spend (None: no cap; its review's top-ups share it);
+    `hold`: the run stays `running` for its review, which ends it (monitor.review)."""
+    store, opts = ctx.store, opts or RunOptions()
+    run, setup = plan_run(ctx, endpoint, opts)
     if opts.resume is None:
         store.create_run(run)
     else:
         store.claim_run(run.run_id, owners.token())
         await asyncio.to_thread(import_spools, store, run.run_id)
-    sampler = Sampler.of_run(catalog, run)
-    client = client or make_client(catalog, endpoint)
-    guard = CostGuard(opts.max_cost_usd)
-    await ask(catalog, store, endpoint, run, setup, sampler.sample(run.run_index), client, guard,
+    sampler = Sampler.of_run(ctx.catalog, run)
+    client = client or make_client(ctx.catalog, endpoint)
+    allowance = allowance or Allowance()
+    await ask(ctx, endpoint, run, setup, sampler.sample(run.run_index), client, allowance,
               progress=progress, resumed=opts.resume is not None)
-    return await asyncio.to_thread(finish_run, settings, catalog, store, run,
-                                   partial=guard.refused > 0)
+    return await asyncio.to_thread(finish_run, ctx, run,
+                                   partial=allowance.guard.refused > 0, hold=hold)
 
 
-async def _despite_cancels(coro: Coroutine[Any, Any, None]) -> None:
+async def despite_cancels(coro: Coroutine[Any, Any, None]) -> None:
     """Await `coro` to its end even if this task is cancelled again meanwhile.
 
     An interrupted run's cleanup (the paid calls on the wire, the last batch, the
@@ -211,8 +143,8 @@ async def _despite_cancels(coro: Coroutine[Any, Any, None]) -> None:
             log.debug("a further cancel while stopping is ignored: the run is being stored")
 
 
-async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, setup: Setup,
-              specs: list[ProbeSpec], client: ChatClient, guard: CostGuard, *,
+async def ask(ctx: Context[MeasureStore], endpoint: Endpoint, run: RunRow, setup: Setup,
+              specs: list[ProbeSpec], client: ChatClient, allowance: Allowance, *,
               progress: Progress | None = None, resumed: bool = False,
               stop_status: RunStatus | None = RunStatus.INTERRUPTED, look_up: bool = True
               ) -> int:
@@ -220,7 +152,8 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
     `look_up` False: the caller knows none of `specs` is), storing answers as they
     arrive; returns how many calls were not asked (the budget, a storage failure). On
     a signal or crash the run is marked `stop_status` (None: left as it is) and the
-    exception goes on."""
+    exception goes on. The calls asked are counted in `allowance`."""
+    store, catalog, guard = ctx.store, ctx.catalog, allowance.guard
     writer = Writer(store, run.run_id, resumed=resumed)
     writing = asyncio.create_task(writer.run())
     beating = asyncio.create_task(writer.heartbeat())
@@ -310,7 +243,7 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
                                 "closes it as an orphan", run.run_id, stop_status.value,
                                 failed)
 
-        await _despite_cancels(stop(exc))
+        await despite_cancels(stop(exc))
         raise
     await drain()
     if progress:
@@ -322,21 +255,29 @@ async def ask(catalog: Catalog, store: Store, endpoint: Endpoint, run: RunRow, s
                 await asyncio.to_thread(store.finish_run, run.run_id, stop_status,
                                         f"storage failed: {writer.failure}"[:500])
         raise err
+    allowance.used(len(todo) - not_asked)
     return not_asked
 
 
-def finish_run(settings: Settings, catalog: Catalog, store: Store, run: RunRow, *,
-               partial: bool = False) -> RunResult:
-    """Compute, store and return the run's statistics; mark the run finished."""
+def finish_run(ctx: Context[MeasureStore], run: RunRow, *, partial: bool = False,
+               hold: bool = False) -> RunResult:
+    """Compute, store and return the run's statistics; end the run as complete, partial
+    (the budget stopped it) or failed (nothing scored) - or, with `hold`, leave it
+    `running` with its model set, for its review to end it (monitor.review)."""
+    store = ctx.store
     with store.session():
-        s = summarise(store, run.run_id, run.languages, catalog.languages, seed=run.seed)
+        s = summarise(store, run.run_id, run.languages, ctx.catalog.languages, seed=run.seed)
         store.write_stats(run.run_id, stat_rows(s))
         c = s.status_counts
-        status = (RunStatus.FAILED if not c["ok"] else RunStatus.PARTIAL if partial
+        status = (RunStatus.FAILED if not c[CallStatus.OK] else RunStatus.PARTIAL if partial
                   else RunStatus.COMPLETE)
-        reason = (f"no answer could be scored ({c['failed']} failed, {c['unparseable']} "
-                  f"unparseable, {c['refused']} refused)" if status == RunStatus.FAILED else
+        reason = (f"no answer could be scored ({c[CallStatus.FAILED]} failed, "
+                  f"{c[CallStatus.UNPARSEABLE]} unparseable, {c[CallStatus.REFUSED]} refused)"
+                  if status == RunStatus.FAILED else
                   "stopped early by the daily budget" if partial else None)
+        if hold:
+            return RunResult(run=store.measured(run.run_id), summary=s, status=status,
+                             reason=reason)
         store.finish_run(run.run_id, status, reason)
         finished = store.get_run(run.run_id) or run
-    return RunResult(finished, s)
+    return RunResult(run=finished, summary=s, status=status, reason=reason)

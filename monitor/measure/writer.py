@@ -29,9 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from monitor.errors import StoreBusyError, StoreError, StoreWriteError
+from monitor.measure.ports import BatchStore
 from monitor.measure.rows import Record, columns
 from monitor.measure.spool import Spool, find_spools, read_spool
-from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, Store, size_text
+from monitor.store import CALL_COLUMNS, SCORE_COLUMNS, size_text
 
 __all__ = ["FLUSH_S", "HOLD_S", "MAX_BATCH", "YIELD_S", "Writer", "import_spools"]
 
@@ -50,7 +51,7 @@ _BEAT = "heartbeat"
 class Writer:
     """Put records (or None at the end) on `queue`; `run()` writes them."""
 
-    def __init__(self, store: Store, run_id: str, *, resumed: bool = True,
+    def __init__(self, store: BatchStore, run_id: str, *, resumed: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.run_id = run_id
@@ -201,7 +202,7 @@ class Writer:
         return type(exc)("; ".join(parts))
 
 
-def import_spools(store: Store, run_id: str) -> int:
+def import_spools(store: BatchStore, run_id: str) -> int:
     """Write a stopped run's spooled answers; the spool goes once they are stored."""
     n = 0
     for path in find_spools(store.path, run_id):

@@ -26,7 +26,7 @@ from monitor.report.verdict import Headline, headline
 from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, nullable, weakness_of
 from monitor.store import AlertEvent, Baseline, RunRow, StatRow, Store
 from monitor.vocab import POOLED, AlertState, CallStatus, StatKind
-from monitor.watch import rank_movers
+from monitor.watch import Scope, rank_movers
 
 __all__ = ["DETAIL_RUNS", "EndpointReport", "Evidence", "Example", "build", "to_json"]
 
@@ -177,11 +177,6 @@ def _thin(md: pd.DataFrame) -> bool:
     return detail.empty or float((detail["n"] >= MIN_CELL_N).mean()) < 0.5
 
 
-def _same_setup(a: RunRow, b: RunRow) -> bool:
-    return (a.catalog_version, a.setup, a.model, list(a.languages)) == (
-        b.catalog_version, b.setup, b.model, list(b.languages))
-
-
 def _own_run(run_id: str) -> str:
     """A top-up's events belong to the run it confirmed (`<run id>-topup-<country>`)."""
     return run_id.split("-topup-", 1)[0]
@@ -261,8 +256,8 @@ def build(store: Store, catalog: Catalog, runs: list[RunRow], trend: list[RunRow
     md = _md_by_variant(store, catalog, ids, last)
     detail, detail_of = md, list(runs)
     if len(runs) == 1 and detail_runs > 1 and _thin(md):
-        before = [r for r in trend if r.started_at <= last.started_at and _same_setup(r, last)
-                  and r.run_id != last.run_id]
+        before = [r for r in Scope.of(last).pools(trend)
+                  if r.started_at <= last.started_at and r.run_id != last.run_id]
         window = [*before[-(detail_runs - 1):], last]
         if len(window) > 1:
             detail_of = window

@@ -14,6 +14,7 @@ from monitor.stats.covariate import Adjusted, BaseTable, Persistence, adjust, ba
 from monitor.stats.deviation import DeviationRow, deviation_rows
 from monitor.stats.engine import (
     CoverageRow,
+    StatsStore,
     Summary,
     base_table_of,
     covariate_of,
@@ -33,8 +34,8 @@ from monitor.stats.weakness import LOCALITIES, WeaknessRow, weakness_rows
 
 __all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "Adjusted",
            "BaseTable", "CoverageRow", "DeviationRow", "JSDRow", "MDRow", "Persistence",
-           "Summary", "WeaknessRow", "adjust", "base_table", "base_table_of", "beyond",
-           "covariate_of", "deviation_of", "deviation_rows", "jsd_bits", "jsd_of", "jsd_rows",
-           "jsd_significant", "local_pairs", "md_covariate_of", "md_jsd_of", "md_of", "md_rows",
-           "nullable", "significant", "summarise", "t975", "t_interval", "tested",
+           "StatsStore", "Summary", "WeaknessRow", "adjust", "base_table", "base_table_of",
+           "beyond", "covariate_of", "deviation_of", "deviation_rows", "jsd_bits", "jsd_of",
+           "jsd_rows", "jsd_significant", "local_pairs", "md_covariate_of", "md_jsd_of", "md_of",
+           "md_rows", "nullable", "significant", "summarise", "t975", "t_interval", "tested",
            "weakness_of", "weakness_rows"]

@@ -10,20 +10,38 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
 from monitor.stats.covariate import Adjusted, BaseTable, Persistence, adjust, base_table
 from monitor.stats.deviation import DeviationRow, deviation_rows
 from monitor.stats.jsd import N_BOOT, N_PERM, JSDRow, jsd_rows
 from monitor.stats.md import MDRow, local_pairs, md_rows
 from monitor.stats.weakness import WeaknessRow, weakness_rows
-from monitor.store import Store
+from monitor.store import CallSummary, UnitScores, WeaknessSums
 from monitor.vocab import CallStatus
 
-__all__ = ["CoverageRow", "Summary", "base_table_of", "covariate_of", "deviation_of",
+__all__ = ["CoverageRow", "StatsStore", "Summary", "base_table_of", "covariate_of", "deviation_of",
            "jsd_of", "md_covariate_of", "md_jsd_of", "md_of", "summarise", "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
+
+
+class StatsStore(Protocol):
+    """What the statistics read from the store: their inputs, aggregated in the database
+    (monitor.store.inputs), and one connection for several reads."""
+
+    def unit_scores(self, run_ids: Sequence[str], languages: Sequence[str],
+                    countries: Sequence[str], *, by_run: bool = False,
+                    variant: str | None = None) -> UnitScores: ...
+
+    def weakness_sums(self, run_ids: Sequence[str], local: Sequence[tuple[str, str]], *,
+                      by_run: bool = False) -> WeaknessSums: ...
+
+    def call_summary(self, run_ids: Sequence[str], languages: Sequence[str]) -> CallSummary: ...
+
+    def session(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +76,7 @@ def _chunks(run_ids: Sequence[str], by_run: bool) -> list[list[str]]:
     return [ids[i:i + CHUNK_RUNS] for i in range(0, len(ids), CHUNK_RUNS)] or [[]]
 
 
-def md_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
+def md_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],
           local_countries: LocalCountries, *, by_run: bool = False,
           variant: str | None = None) -> list[MDRow]:
     local = local_pairs(languages, local_countries)
@@ -67,7 +85,7 @@ def md_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
         store.unit_scores(part, languages, countries, by_run=by_run, variant=variant), local)]
 
 
-def base_table_of(store: Store, base_run_ids: Sequence[str], languages: Sequence[str],
+def base_table_of(store: StatsStore, base_run_ids: Sequence[str], languages: Sequence[str],
                   local_countries: LocalCountries) -> BaseTable:
     """The baseline's runs as a covariate table (monitor.stats.covariate.base_table)."""
     local = local_pairs(languages, local_countries)
@@ -75,7 +93,7 @@ def base_table_of(store: Store, base_run_ids: Sequence[str], languages: Sequence
                                         [c for c, _ in local]), local)
 
 
-def covariate_of(store: Store, run_ids: Sequence[str], table: BaseTable,
+def covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable,
                  languages: Sequence[str], local_countries: LocalCountries
                  ) -> tuple[dict[str, Adjusted], Persistence]:
     """The pooled cells of `run_ids` (pooled) with the baseline's table as covariate."""
@@ -84,7 +102,7 @@ def covariate_of(store: Store, run_ids: Sequence[str], table: BaseTable,
     return adjust(run, table, local)
 
 
-def md_covariate_of(store: Store, run_ids: Sequence[str], table: BaseTable | None,
+def md_covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable | None,
                     languages: Sequence[str], local_countries: LocalCountries
                     ) -> tuple[list[MDRow], tuple[dict[str, Adjusted], Persistence] | None]:
     """md_of and covariate_of (None without a table) of `run_ids` pooled, from one read
@@ -94,7 +112,7 @@ def md_covariate_of(store: Store, run_ids: Sequence[str], table: BaseTable | Non
     return md_rows(units, local), None if table is None else adjust(units, table, local)
 
 
-def jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str], *,
+def jsd_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str], *,
            seed: int | Mapping[str, int], by_run: bool = False, variant: str | None = None,
            n_perm: int = N_PERM, n_boot: int = N_BOOT) -> list[JSDRow]:
     """`seed`: one for all (pooled), or the seed of each run (by_run)."""
@@ -104,7 +122,7 @@ def jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str], *,
         n_perm=n_perm, n_boot=n_boot)]
 
 
-def md_jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
+def md_jsd_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],
               local_countries: LocalCountries, *, seeds: Mapping[str, int],
               n_perm: int = N_PERM, n_boot: int = N_BOOT) -> tuple[list[MDRow], list[JSDRow]]:
     """MD and JSD of each run (by_run), from one read of the units per chunk of runs;
@@ -126,21 +144,21 @@ def md_jsd_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
     return md, jsd
 
 
-def deviation_of(store: Store, run_ids: Sequence[str], languages: Sequence[str],
+def deviation_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],
                  local_countries: LocalCountries) -> list[DeviationRow]:
     """Each country's score deviation per asked language, runs and scenarios pooled."""
     local = local_pairs(languages, local_countries)
     return deviation_rows(store.unit_scores(run_ids, languages, [c for c, _ in local]), local)
 
 
-def weakness_of(store: Store, run_ids: Sequence[str],
+def weakness_of(store: StatsStore, run_ids: Sequence[str],
                 local_countries: LocalCountries) -> list[WeaknessRow]:
     """Every catalog language's countries (a share needs no complete unit)."""
     local = local_pairs(list(local_countries), local_countries)
     return weakness_rows(store.weakness_sums(run_ids, local), local)
 
 
-def summarise(store: Store, run_id: str, languages: Sequence[str],
+def summarise(store: StatsStore, run_id: str, languages: Sequence[str],
               local_countries: LocalCountries, *, seed: int) -> Summary:
     calls = store.call_summary([run_id], languages)
     coverage = [CoverageRow(lang, asked, scored, scored / asked if asked else math.nan)

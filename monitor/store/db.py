@@ -89,6 +89,7 @@ class Database:
         self._clock = clock
         self._threads: int | None = None
         self._held: dict[int, duckdb.DuckDBPyConnection] = {}
+        self._in_transaction: set[int] = set()
         if not self.path.parent.exists():
             raise StoreError(f"{self.path}: folder {self.path.parent} does not exist; create it "
                              "or set storage.path")
@@ -201,7 +202,28 @@ class Database:
         return StoreError(f"{self.path}: storage error ({text})")
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Several operations of this thread as one: all written or none (a run's review
+        commits its statistics, alert states, baseline, messages and status so, and is
+        redone whole if interrupted before)."""
+        with self.session(), self._connect() as con, self._transaction(con):
+            yield
+
+    @contextmanager
     def _transaction(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+        me = threading.get_ident()
+        if me in self._in_transaction:  # inside transaction(): it commits, or rolls back
+            yield
+            return
+        self._in_transaction.add(me)
+        try:
+            with self._begin(con):
+                yield
+        finally:
+            self._in_transaction.discard(me)
+
+    @contextmanager
+    def _begin(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute("BEGIN")
         try:
             yield

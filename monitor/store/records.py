@@ -39,6 +39,9 @@ class RunRow:
     reason: str | None = None  # why it ended as it did (interrupted, failed)
     attempts: int = 0  # times a process started or resumed it
     setup: str = "default"  # monitor.measure.assistant.Setup.key: runs compare within one
+    #: The run's model (schema.RUN_MODEL): the id the provider returned, else the configured
+    #: model string; None until the run is measured.
+    model_id: str | None = None
 
 
 @dataclass(kw_only=True, frozen=True)

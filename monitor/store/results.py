@@ -58,7 +58,7 @@ class ResultsStore(Database):
                 con.execute("DELETE FROM run_stats WHERE run_id = ?", [run_id])
             insert(con, "run_stats", STAT_COLUMNS, data)
 
-    def stats_of(self, run_ids: Sequence[str], kind: str | None = None,
+    def stats_of(self, run_ids: Sequence[str], kind: StatKind | None = None,
                  scenario: str | None = None) -> list[tuple[str, StatRow]]:
         """(run_id, statistic) stored for these runs, optionally one kind / scenario."""
         rows = self._rows(
@@ -68,7 +68,7 @@ class ResultsStore(Database):
             [list(run_ids), kind, kind, scenario, scenario])
         return [(r[0], _stat(r[1:])) for r in rows]
 
-    def latest_stats(self, endpoint: str, kind: str) -> list[StatRow]:
+    def latest_stats(self, endpoint: str, kind: StatKind) -> list[StatRow]:
         """The statistics of one kind from the endpoint's latest run that holds any."""
         rows = self._rows(
             "SELECT s.kind, s.scenario, s.key, s.value, s.ci_lower, s.ci_upper, s.n, "

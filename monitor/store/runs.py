@@ -14,12 +14,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.store import owner as owners
-from monitor.store.db import Database
+from monitor.store.db import Connection, Database
 from monitor.store.records import RunRow, RunSummary
-from monitor.store.schema import RUN_FIELDS
+from monitor.store.schema import RUN_FIELDS, RUN_MODEL
 from monitor.vocab import CallStatus, RunStatus
 
-__all__ = ["RunsStore"]
+__all__ = ["RunsStore", "finish"]
+
+
+def finish(con: Connection, run_id: str, status: RunStatus, reason: str | None) -> None:
+    """End a run as `status` (on `con`, inside the caller's transaction if any)."""
+    con.execute(f"UPDATE runs SET status = ?, finished_at = ?, reason = ?, model_id = {RUN_MODEL} "
+                "WHERE run_id = ?", [status, datetime.now(UTC), reason, run_id])
 
 _JSON_FIELDS = ("scenarios", "languages", "variants")
 
@@ -43,9 +49,18 @@ class RunsStore(Database):
                         [RunStatus.RUNNING, owner, datetime.now(UTC), run_id])
 
     def finish_run(self, run_id: str, status: RunStatus, reason: str | None = None) -> None:
+        """The run ended as `status`; its model (schema.RUN_MODEL) is set from its answers."""
         with self._connect() as con:
-            con.execute("UPDATE runs SET status = ?, finished_at = ?, reason = ? "
-                        "WHERE run_id = ?", [status, datetime.now(UTC), reason, run_id])
+            finish(con, run_id, status, reason)
+
+    def measured(self, run_id: str) -> RunRow:
+        """Every answer of the run is in: its model is set (schema.RUN_MODEL) while it stays
+        `running` for its review (monitor.review), which ends it."""
+        with self._connect() as con:
+            con.execute(f"UPDATE runs SET model_id = {RUN_MODEL} WHERE run_id = ?", [run_id])
+        run = self.get_run(run_id)
+        assert run is not None, run_id
+        return run
 
     def close_run(self, run_id: str, status: RunStatus, reason: str) -> None:
         """A run that will not be resumed: its status and why, its end time kept
@@ -113,24 +128,16 @@ class RunsStore(Database):
             [endpoint, catalog_version, seed, json.dumps(list(scenarios))])
         return 0 if not rows or rows[0][0] is None else int(rows[0][0]) + 1
 
-    def run_model_ids(self, run_ids: Sequence[str]) -> dict[str, str | None]:
-        """The model id the provider returned in each run's answered calls."""
-        found: dict[str, str | None] = dict.fromkeys(run_ids)
-        for run_id, model_id in self._rows(
-                "SELECT run_id, min(model_id) FROM probe_calls WHERE list_contains(?, run_id) "
-                "AND status = ? GROUP BY run_id", [list(run_ids), CallStatus.OK]):
-            found[run_id] = model_id
-        return found
-
-    def recent_fingerprints(self, endpoint: str, last: int = 2) -> list[tuple[str, str]]:
+    def recent_fingerprints(self, endpoint: str, last: int = 2, *,
+                            run_id: str | None = None) -> list[tuple[str, str]]:
         """(run_id, its providers' fingerprints joined by ',') of the latest measured runs,
-        newest first."""
+        newest first; `run_id` (a run under review, still running) among them."""
         rows = self._rows(
             "SELECT c.run_id, string_agg(DISTINCT c.fingerprint, ',' ORDER BY c.fingerprint) "
             "FROM probe_calls c JOIN runs r USING (run_id) WHERE c.endpoint = ? AND "
-            "c.status = ? AND c.fingerprint IS NOT NULL AND list_contains(?, r.status) "
-            "GROUP BY c.run_id, r.started_at ORDER BY r.started_at DESC LIMIT ?",
-            [endpoint, CallStatus.OK, [RunStatus.COMPLETE, RunStatus.PARTIAL], last])
+            "c.status = ? AND c.fingerprint IS NOT NULL AND (list_contains(?, r.status) OR "
+            "r.run_id = ?) GROUP BY c.run_id, r.started_at ORDER BY r.started_at DESC LIMIT ?",
+            [endpoint, CallStatus.OK, [RunStatus.COMPLETE, RunStatus.PARTIAL], run_id, last])
         return [(str(r), str(f)) for r, f in rows]
 
     def run_summaries(self, endpoint: str | None = None,

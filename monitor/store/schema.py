@@ -14,7 +14,7 @@ schema and may grow with a migration.
 from __future__ import annotations
 
 __all__ = ["APP", "CALL_COLUMNS", "EVENT_COLUMNS", "MIGRATIONS", "OUTBOX_COLUMNS", "RUN_FIELDS",
-           "SCORE_COLUMNS", "SINK_COLUMNS", "STATE_COLUMNS", "STAT_COLUMNS"]
+           "RUN_MODEL", "SCORE_COLUMNS", "SINK_COLUMNS", "STATE_COLUMNS", "STAT_COLUMNS"]
 
 APP = "bias-monitor"
 
@@ -91,7 +91,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "INSERT INTO outbox_delivery SELECT id, 'slack', delivered_at, CASE WHEN delivered_at "
         "IS NULL THEN NULL ELSE 'delivered' END FROM outbox",
     ),
+    (  # v8: the run's model, spelled once (RUN_MODEL): the model id the provider returned
+        # in the run's answers, else the configured model string. It was read two ways
+        # (min over the calls, or the configured string when none), so a provider without
+        # a model id never got its automatic baseline; a baseline that held no model id
+        # takes its first run's.
+        "ALTER TABLE runs ADD COLUMN model_id VARCHAR",
+        "UPDATE runs SET model_id = coalesce((SELECT min(c.model_id) FROM probe_calls c "
+        "WHERE c.run_id = runs.run_id), model)",
+        "UPDATE baselines SET model_id = (SELECT r.model_id FROM runs r WHERE r.run_id = "
+        "trim(split_part(baselines.run_ids, ',', 1), '[]\" ')) WHERE model_id IS NULL",
+    ),
 )
+
+#: The one spelling of a run's model (runs.model_id, set when the run is measured):
+#: the model id the provider returned in its answers, else the configured model string.
+RUN_MODEL = ("coalesce((SELECT min(c.model_id) FROM probe_calls c WHERE c.run_id = runs.run_id),"
+             " runs.model)")
 
 # (name, DuckDB type) in table order; batches are dicts of column -> list.
 CALL_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -140,4 +156,4 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
 RUN_FIELDS: tuple[str, ...] = (
     "run_id", "endpoint", "model", "simulated", "run_index", "seed", "catalog_version",
     "scenarios", "languages", "variants", "triplets", "planned_calls", "started_at",
-    "finished_at", "status", "owner", "heartbeat_at", "reason", "attempts", "setup")
+    "finished_at", "status", "owner", "heartbeat_at", "reason", "attempts", "setup", "model_id")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from monitor.store.db import Database, insert
-from monitor.store.records import AlertEvent, Baseline, CellRecord, OutboxItem
+from monitor.store.records import AlertEvent, Baseline, CellRecord, OutboxItem, RunRow
 from monitor.store.schema import EVENT_COLUMNS, OUTBOX_COLUMNS, SINK_COLUMNS, STATE_COLUMNS
 
 __all__ = ["StateStore"]
@@ -23,8 +23,13 @@ _EVENT_FIELDS = [c for c, _ in EVENT_COLUMNS if c != "endpoint"]
 
 
 class StateStore(Database):
-    def set_baseline(self, endpoint: str, run_ids: Sequence[str], catalog_version: str,
-                     model_id: str | None, *, auto: bool, setup: str = "default") -> None:
+    def set_baseline(self, endpoint: str, runs: Sequence[RunRow], *, auto: bool) -> None:
+        """`runs` (finished, of one scope: monitor.watch.scope.Scope.common) become the
+        endpoint's baseline, with their catalog, model and setup."""
+        first = runs[0]
+        run_ids = [r.run_id for r in runs]
+        catalog_version, setup = first.catalog_version, first.setup
+        model_id = first.model_id or first.model
         with self._connect() as con, self._transaction(con):
             con.execute("UPDATE baselines SET active = false WHERE endpoint = ?", [endpoint])
             con.execute("INSERT INTO baselines (endpoint, set_at, run_ids, catalog_version, "

@@ -6,55 +6,34 @@
   triplets_per_run: with 10 runs the baseline's own error made the CUSUM page
   on noise about once per 100 runs, bench/stat_validation.py); until then
   nothing is compared and nothing pages.
-- Runs are compared only with a baseline of the same catalog version, model
-  id and assistant setup (system prompt, persona, answer format:
-  monitor.measure.assistant); a run without any answer has no model id and
-  is never compared.
+- Runs are compared only with a baseline in their scope (monitor.watch.scope:
+  catalog version, model id, assistant setup, scenarios, variants, languages);
+  a run without any answer says nothing about the model and is never compared.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from monitor.config import AUTO_BASELINE_RUNS, Settings
-from monitor.store import Baseline, RunRow, Store
-from monitor.vocab import RunStatus
+from monitor.store import Baseline, RunRow
+from monitor.watch.scope import Refusal, Scope
 
-__all__ = ["auto_baseline", "comparable", "run_model"]
-
-
-def run_model(run: RunRow, model_ids: list[str]) -> str:
-    """The model id the provider reported (the configured model string if none)."""
-    return model_ids[0] if model_ids else run.model
+__all__ = ["auto_baseline_runs", "why_not_compared"]
 
 
-def auto_baseline(settings: Settings, store: Store, run: RunRow, model: str) -> Baseline | None:
-    """Set the automatic baseline once the finished runs of this model hold enough triplets."""
+def auto_baseline_runs(settings: Settings, run: RunRow, runs: Sequence[RunRow]
+                       ) -> list[RunRow]:
+    """The runs that become the automatic baseline once `run` is finished, or [] while
+    the finished runs in its scope (`run` included) hold too few triplets."""
     need = (settings.baseline.auto_min_triplets
             or AUTO_BASELINE_RUNS * settings.sampling.triplets_per_run)
-    runs = [r for r in store.runs(run.endpoint)
-            if r.status == RunStatus.COMPLETE and r.catalog_version == run.catalog_version]
-    if not runs:
-        return None
-    models = store.run_model_ids([r.run_id for r in runs])
-    same = [r for r in runs if models.get(r.run_id) == model and r.setup == run.setup]
-    if sum(r.triplets for r in same) < need:
-        return None
-    store.set_baseline(run.endpoint, [r.run_id for r in same], run.catalog_version, model,
-                       auto=True, setup=run.setup)
-    return store.baseline(run.endpoint)
+    same = Scope.of(run).pools(runs)
+    return same if sum(r.triplets for r in same) >= need else []
 
 
-def comparable(baseline: Baseline, run: RunRow, model: str) -> str | None:
-    """None when the run may be compared with the baseline, else why not."""
-    if baseline.catalog_version != run.catalog_version:
-        return (f"catalog changed ({baseline.catalog_version} -> {run.catalog_version}); not "
-                "compared - set a new baseline")
-    if baseline.model_id != model:
-        return (f"model id changed ({baseline.model_id} -> {model}); not compared - check the "
-                "deployment, then `monitor baseline set --latest`")
-    if baseline.setup != run.setup:
-        return (f"assistant setup changed ({baseline.setup} -> {run.setup}: system prompt, "
-                "persona or answer format); not compared - once runs with the new setup are "
-                "in, accept them with `monitor baseline set --latest N`")
+def why_not_compared(baseline: Baseline, scope: Scope, run: RunRow) -> Refusal | None:
+    """None when `run` may be compared with `baseline` (whose scope is `scope`)."""
     if run.run_id in baseline.run_ids:
-        return "run is in the baseline"
-    return None
+        return Refusal("run is in the baseline")
+    return Scope.of(run).refuses(scope)

@@ -1,91 +1,56 @@
-"""After each run: compare every cell with the baseline and update its alert state.
+"""After each run: compare every cell with the baseline and step its alert state.
 
 Per cell (scenario, country) the run's MD feeds the cell's drift detector
-(monitor.watch.drift) when the cell is tested (monitor.stats.rules); states
-and their changes are stored in one transaction. Slack is told of every
-change of a pooled cell (scenario "all") to FIRING and back to OK, in order
-and never held back, so its last word is the state; per-scenario cells keep
-their state for the dashboard. The absolute level (beyond
-thresholds.md_points, with hysteresis) changes are stored and shown, and
-sent only with alerts.page_on_level. Every message carries the cell's DiD
-with its CI: bias (local options gain beyond the language's leniency) or
-leniency. A provider fingerprint that changed is said out loud, and still
-compared.
+(monitor.watch.drift) when the cell is tested (monitor.stats.rules). Nothing
+is written here: `evaluate` returns the cells' new states, their transitions
+and, while there is no baseline, the runs that become the automatic one, and
+the run's review (monitor.review) writes them with the run's statistics, its
+messages and its status in one transaction, so that an interrupted review is
+redone whole and a run is evaluated exactly once.
+
+Messages: the alert sinks hear of every change of a pooled cell (scenario
+"all") to FIRING and back to OK, in order and never held back, so their last
+word is the state; per-scenario cells keep their state for the dashboard. The
+absolute level (beyond thresholds.md_points, with hysteresis) changes are
+stored and shown, and sent only with alerts.page_on_level. A provider
+fingerprint that changed is said out loud, and still compared; a changed
+catalogue, model or setup is announced once, and not compared.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
-from monitor.catalog import Catalog
 from monitor.config import Settings
+from monitor.context import Context
 from monitor.stats import Adjusted, MDRow, Persistence, Summary
-from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
+from monitor.store import AlertEvent, Baseline, CellRecord, RunRow
 from monitor.vocab import POOLED, AlertState, Condition, LevelState, Side
 from monitor.watch import topup
-from monitor.watch.baseline import auto_baseline, comparable, run_model
+from monitor.watch.baseline import auto_baseline_runs, why_not_compared
 from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, Observation, observe, step
-from monitor.watch.movers import Mover, rank_movers
-from monitor.watch.reference import (
-    BaselineCache,
-    DerivedH,
-    baseline_data,
-    covariate,
-    detector_h,
-)
+from monitor.watch.movers import rank_movers
+from monitor.watch.ports import WatchStore
+from monitor.watch.reference import DerivedH, Reference, covariate, detector_h
+from monitor.watch.transition import Transition
 
-__all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "did_verdict",
-           "evaluate", "observed", "suspects"]
+__all__ = ["Evaluation", "Suspect", "evaluate", "observed", "suspects"]
 
 TOP_MOVERS_SLACK = 3
 
 
-@dataclass(kw_only=True, frozen=True)
-class Transition:
-    """A cell's state change, as Slack is told of it."""
-
-    endpoint: str
-    scenario: str
-    country: str
-    from_state: str
-    to_state: str
-    run_id: str
-    md: float
-    ci: tuple[float, float]
-    n: int
-    md_base: float
-    ci_base: tuple[float, float]
-    n_base: int
-    z: float | None
-    reason: str
-    movers: list[Mover] = field(default_factory=list)
-    condition: Condition = Condition.DRIFT  # or LEVEL: the absolute level vs thresholds.md_points
-    did: float = float("nan")
-    did_ci: tuple[float, float] = (float("nan"), float("nan"))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Transition:
-        """From a queued payload (the outbox holds them as JSON)."""
-        movers = [Mover.from_dict(m) for m in data.get("movers", [])]
-        fields = {k: v for k, v in data.items() if k not in ("movers", "kind")}
-        if "did_ci" in fields:
-            fields["did_ci"] = tuple(fields["did_ci"])
-        if "condition" in fields:
-            fields["condition"] = Condition(fields["condition"])
-        return cls(**{**fields, "ci": tuple(data["ci"]), "ci_base": tuple(data["ci_base"]),
-                      "movers": movers})
-
-
 @dataclass(kw_only=True)
 class Evaluation:
+    """What a run's comparison with the baseline found, and what it changes."""
+
     endpoint: str
     run_id: str
     baseline: Baseline | None
-    comparable: bool
-    note: str
+    comparable: bool  # the run was compared with the baseline
+    note: str  # what happened, for the log, the JSON and the review's stored row
+    announce: str | None = None  # a notice owed to the sinks (deployment changed)
     states: dict[tuple[str, str], CellState] = field(default_factory=dict)
     drift: dict[tuple[str, str], float] = field(default_factory=dict)
     transitions: list[Transition] = field(default_factory=list)
@@ -93,40 +58,9 @@ class Evaluation:
     fingerprint_note: str | None = None
     persistence: Persistence | None = None  # the baseline as covariate (CUPED), if tried
     h: DerivedH | None = None  # thresholds.cusum_h: auto, as sized against the baseline
-
-
-def _fingerprint_change(store: Store, endpoint: str, run_id: str) -> str | None:
-    rows = store.recent_fingerprints(endpoint, 2)
-    if len(rows) < 2 or rows[0][0] != run_id or rows[0][1] == rows[1][1]:
-        return None
-    return f"provider fingerprint changed ({rows[1][1]} -> {rows[0][1]}); still compared"
-
-
-def _pages(prev: str, new: str) -> bool:
-    """Slack hears of FIRING and of its end; a PENDING that ends unconfirmed was
-    never paged, so its end is not news."""
-    return (new == AlertState.FIRING and prev != AlertState.FIRING) or (
-        prev == AlertState.FIRING and new == AlertState.OK)
-
-
-def did_verdict(did: float, lo: float, hi: float) -> str:
-    """"bias" (the DiD's whole CI beyond 0), "leniency" (0 inside it) or "unknown" (no CI)."""
-    if not all(math.isfinite(x) for x in (did, lo, hi)):
-        return "unknown"
-    return "bias" if lo > 0 or hi < 0 else "leniency"
-
-
-def bias_or_leniency(did: float, lo: float, hi: float) -> str:
-    """What a cell's DiD says, with its CI (docs/statistics.md, DiD)."""
-    verdict = did_verdict(did, lo, hi)
-    if verdict == "unknown":
-        shown = f"{did:+.2f}" if math.isfinite(did) else "n/a"
-        return f"DiD {shown} (no CI): bias or leniency cannot be told apart"
-    ci = f"DiD {did:+.2f} [{lo:+.2f}, {hi:+.2f}]"
-    if verdict == "bias":
-        return f"{ci}: bias - the local language moves local options against the others"
-    return (f"{ci}: consistent with leniency - the language scores every option alike "
-            "(no bias shown beyond it)")
+    cells: list[CellRecord] = field(default_factory=list)  # the states to store
+    events: list[AlertEvent] = field(default_factory=list)  # their changes, to store
+    new_baseline: list[RunRow] = field(default_factory=list)  # the automatic baseline to set
 
 
 @dataclass(frozen=True)
@@ -139,7 +73,21 @@ class Suspect:
     base: MDRow  # the baseline's cell
 
 
-def observed(r: MDRow, b: MDRow | None, adj: dict[str, Adjusted]) -> Observation | None:
+def _fingerprint_change(store: WatchStore, endpoint: str, run_id: str) -> str | None:
+    rows = store.recent_fingerprints(endpoint, 2, run_id=run_id)
+    if len(rows) < 2 or rows[0][0] != run_id or rows[0][1] == rows[1][1]:
+        return None
+    return f"provider fingerprint changed ({rows[1][1]} -> {rows[0][1]}); still compared"
+
+
+def _pages(prev: str, new: str) -> bool:
+    """The sinks hear of FIRING and of its end; a PENDING that ends unconfirmed was
+    never paged, so its end is not news."""
+    return (new == AlertState.FIRING and prev != AlertState.FIRING) or (
+        prev == AlertState.FIRING and new == AlertState.OK)
+
+
+def observed(r: MDRow, b: MDRow | None, adj: Mapping[str, Adjusted]) -> Observation | None:
     """drift.observe, with the covariate where it is used (pooled cells only)."""
     a = adj.get(r.country) if r.scenario == POOLED else None
     if a is None:
@@ -147,38 +95,38 @@ def observed(r: MDRow, b: MDRow | None, adj: dict[str, Adjusted]) -> Observation
     return observe(r, b, md=a.md, factor=a.factor)
 
 
-def _prev(old: Any) -> CellState:
+def _prev(old: CellRecord | None) -> CellState:
     return CellState() if old is None else CellState(
         state=old.state, s_plus=old.s_plus, s_minus=old.s_minus, alarm_runs=old.alarm_runs,
-        calm_runs=old.calm_runs,
-        level=old.level, level_runs=old.level_runs)
+        calm_runs=old.calm_runs, level=old.level, level_runs=old.level_runs)
 
 
-def suspects(settings: Settings, catalog: Catalog, store: Store, run: RunRow, summary: Summary,
-             *, cache: BaselineCache | None = None) -> list[Suspect]:
+def _step(ctx: Context[WatchStore], prev: CellState, obs: Observation | None,
+          h: float) -> CellState:
+    t = ctx.settings.thresholds
+    return step(prev, obs, drift_points=t.drift_md_points, h=h, md_threshold=t.md_points,
+                min_runs_firing=ctx.settings.alerts.min_runs_firing)
+
+
+def suspects(ctx: Context[WatchStore], run: RunRow, summary: Summary,
+             ref: Reference | None) -> list[Suspect]:
     """The pooled cells a top-up should confirm before this run is evaluated (nothing
     is stored): compared cells, not FIRING, whose CUSUM would pass topup.suspect_h."""
-    if not settings.topup.enabled:
+    if (not ctx.settings.topup.enabled or ref is None
+            or why_not_compared(ref.baseline, ref.scope, run) is not None):
         return []
-    baseline = store.baseline(run.endpoint)
-    if baseline is None or comparable(baseline, run, run_model(run, summary.model_ids)):
-        return []
-    cache = {} if cache is None else cache  # the MD and the covariate read it once
-    base = baseline_data(catalog, store, run, baseline, cache).cells()
-    saved = store.alert_states(run.endpoint)
-    adj, _ = covariate(settings, catalog, store, [run.run_id], run, baseline, cache)
-    h, _ = detector_h(settings, catalog, store, run, baseline, cache)
-    t = settings.thresholds
+    base = ref.cells()
+    saved = ctx.store.alert_states(run.endpoint)
+    adj, _ = covariate(ctx, [run.run_id], run, ref)
+    h, _ = detector_h(ctx, run, ref)
     out = []
     for r in summary.md:
         b = base.get((r.scenario, r.country))
         if r.scenario != POOLED or b is None or (obs := observed(r, b, adj)) is None:
             continue
-        new = step(_prev(saved.get((r.scenario, r.country))), obs,
-                   drift_points=t.drift_md_points, h=h, md_threshold=t.md_points,
-                   min_runs_firing=settings.alerts.min_runs_firing)
+        new = _step(ctx, _prev(saved.get((r.scenario, r.country))), obs, h)
         hot, side = topup.suspect(CODES[AlertState(new.state)], new.s_plus, new.s_minus,
-                                  settings.topup.suspect_h)
+                                  ctx.settings.topup.suspect_h)
         if bool(hot):
             out.append(Suspect(r.country, int(side), max(new.s_plus, new.s_minus), b))
     return out
@@ -208,37 +156,41 @@ def _after_topup(new: CellState, v: topup.Verdict, settings: Settings, h: float)
                      level=new.level, level_runs=new.level_runs)
 
 
-def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, summary: Summary,
-             *, now: datetime | None = None,
-             cache: BaselineCache | None = None,
-             verdicts: dict[str, topup.Verdict] | None = None) -> Evaluation:
-    """`cache` (owned by the caller) keeps the baseline's MD between runs; `verdicts`
-    are this run's top-ups, by country (monitor.measure.topup)."""
+def _unbased(ctx: Context[WatchStore], run: RunRow) -> Evaluation:
+    """No baseline yet: the finished runs in the run's scope become the automatic one
+    once they hold enough triplets (`run` is the finished run, as its review ends it)."""
+    runs = [run if r.run_id == run.run_id else r for r in ctx.store.runs(run.endpoint)]
+    new = auto_baseline_runs(ctx.settings, run, runs)
+    note = ("baseline set automatically from the first runs; this run is in it, not "
+            "compared" if new else
+            "no baseline yet: collecting runs for the automatic baseline; alerts muted")
+    return Evaluation(endpoint=run.endpoint, run_id=run.run_id, baseline=None,
+                      comparable=False, note=note, new_baseline=new)
+
+
+def evaluate(ctx: Context[WatchStore], run: RunRow, summary: Summary, *,
+             ref: Reference | None, verdicts: Mapping[str, topup.Verdict] | None = None,
+             now: datetime | None = None) -> Evaluation:
+    """`run` (finished: its status as its review ends it) against `ref`, the endpoint's
+    baseline (None: there is none yet); `verdicts`: this run's top-ups, by country."""
     now = now or datetime.now(UTC)
-    model = run_model(run, summary.model_ids)
-    baseline = store.baseline(run.endpoint)
-    if baseline is None:
-        baseline = auto_baseline(settings, store, run, model)
-        note = ("baseline set automatically from the first runs" if baseline else
-                "no baseline yet: collecting runs for the automatic baseline; alerts muted")
+    if ref is None:
+        return _unbased(ctx, run)
+    baseline = ref.baseline
+    if (why := why_not_compared(baseline, ref.scope, run)) is not None:
         return Evaluation(endpoint=run.endpoint, run_id=run.run_id, baseline=baseline,
-                          comparable=False, note=note)
-    if (why := comparable(baseline, run, model)) is not None:
-        return Evaluation(endpoint=run.endpoint, run_id=run.run_id, baseline=baseline,
-                          comparable=False, note=why)
-    cache = {} if cache is None else cache  # the MD and the covariate read it once
-    base = baseline_data(catalog, store, run, baseline, cache).cells()
+                          comparable=False, note=why.text,
+                          announce=why.text if why.changed else None)
+    store, settings = ctx.store, ctx.settings
+    base = ref.cells()
     saved = store.alert_states(run.endpoint)
     verdicts = verdicts or {}
-    ev = Evaluation(endpoint=run.endpoint, run_id=run.run_id, baseline=baseline, comparable=True,
-                    note="compared with the baseline")
+    ev = Evaluation(endpoint=run.endpoint, run_id=run.run_id, baseline=baseline,
+                    comparable=True, note="compared with the baseline")
     ev.fingerprint_note = _fingerprint_change(store, run.endpoint, run.run_id)
-    adj, ev.persistence = covariate(settings, catalog, store, [run.run_id], run, baseline,
-                                    cache)
-    h, ev.h = detector_h(settings, catalog, store, run, baseline, cache)
+    adj, ev.persistence = covariate(ctx, [run.run_id], run, ref)
+    h, ev.h = detector_h(ctx, run, ref)
     t = settings.thresholds
-    rows: list[CellRecord] = []
-    events: list[AlertEvent] = []
     for r in summary.md:
         cell = (r.scenario, r.country)
         b = base.get(cell)
@@ -247,19 +199,18 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         obs = observed(r, b, adj)
         if obs is not None:
             ev.drift[cell] = r.md - obs.md_base  # as shown: the raw MD (CUPED feeds the sums)
-        new = step(prev, obs, drift_points=t.drift_md_points, h=h,
-                   md_threshold=t.md_points, min_runs_firing=settings.alerts.min_runs_firing)
+        new = _step(ctx, prev, obs, h)
         if r.scenario == POOLED and obs is not None and (v := verdicts.get(r.country)):
             new = _after_topup(new, v, settings, h)
         ev.states[cell] = new
         changed = new.state != prev.state
-        rows.append(CellRecord(scenario=r.scenario, country=r.country, state=new.state,
-                               s_plus=new.s_plus, s_minus=new.s_minus,
-                               alarm_runs=new.alarm_runs, calm_runs=new.calm_runs, z=new.z,
-                               reason=new.reason, last_run_id=run.run_id,
-                               changed_at=now if changed or old is None else old.changed_at,
-                               notified_at=old.notified_at if old else None, level=new.level,
-                               level_runs=new.level_runs))
+        ev.cells.append(CellRecord(
+            scenario=r.scenario, country=r.country, state=new.state, s_plus=new.s_plus,
+            s_minus=new.s_minus, alarm_runs=new.alarm_runs, calm_runs=new.calm_runs, z=new.z,
+            reason=new.reason, last_run_id=run.run_id,
+            changed_at=now if changed or old is None else old.changed_at,
+            notified_at=old.notified_at if old else None, level=new.level,
+            level_runs=new.level_runs))
         if b is None:
             continue
         changes = []
@@ -267,27 +218,26 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
             changes.append((Condition.DRIFT, prev.state, new.state, new.reason))
         if new.level != prev.level:
             where = "within" if new.level == LevelState.WITHIN else "beyond"
-            why = (f"level: the whole MD CI {where} +-{t.md_points:g} points in {LEVEL_RUNS} "
-                   "runs running")
-            changes.append((Condition.LEVEL, prev.level, new.level, why))
-        for kind, was, now_state, why in changes:
+            why_level = (f"level: the whole MD CI {where} +-{t.md_points:g} points in "
+                         f"{LEVEL_RUNS} runs running")
+            changes.append((Condition.LEVEL, prev.level, new.level, why_level))
+        for kind, was, now_state, reason in changes:
             tr = Transition(endpoint=run.endpoint, scenario=r.scenario, country=r.country,
                             from_state=was, to_state=now_state, run_id=run.run_id,
                             md=r.md, ci=(r.ci_lower, r.ci_upper), n=r.n, md_base=b.md,
-                            ci_base=(b.ci_lower, b.ci_upper),
-                            n_base=b.n, z=new.z, reason=why, condition=kind, did=r.did,
+                            ci_base=(b.ci_lower, b.ci_upper), n_base=b.n, z=new.z,
+                            reason=reason, condition=kind, did=r.did,
                             did_ci=(r.did_ci_lower, r.did_ci_upper))
-            events.append(AlertEvent(scenario=r.scenario, country=r.country, event_at=now,
-                                     from_state=was, to_state=now_state, run_id=run.run_id,
-                                     md=r.md, md_base=b.md, z=new.z, reason=why))
+            ev.events.append(AlertEvent(scenario=r.scenario, country=r.country, event_at=now,
+                                        from_state=was, to_state=now_state, run_id=run.run_id,
+                                        md=r.md, md_base=b.md, z=new.z, reason=reason))
             ev.transitions.append(tr)
             pages = (_pages(was, now_state) if kind == Condition.DRIFT
                      else settings.alerts.page_on_level)
             if r.scenario == POOLED and pages:
                 moved = rank_movers(store.option_means([run.run_id]),
-                                    store.option_means(baseline.run_ids), catalog,
+                                    store.option_means(baseline.run_ids), ctx.catalog,
                                     country=r.country, scenario=r.scenario,
                                     top=TOP_MOVERS_SLACK)
                 ev.to_notify.append(Transition(**{**tr.__dict__, "movers": moved}))
-    store.save_alert_states(run.endpoint, rows, events)
     return ev

@@ -22,16 +22,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from monitor.catalog import Catalog
-from monitor.config import AUTO_BASELINE_RUNS
+from monitor.config import AUTO_BASELINE_RUNS, Topup
 from monitor.errors import UsageError
 from monitor.stats import MIN_CELL_N, MDRow
 from monitor.vocab import POOLED
 from monitor.watch import topup
 from monitor.watch.drift import advance, variance
 
-__all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "TopupParams", "TopupSim", "cell_shares",
-           "cell_sizes", "evaluate", "evaluate_topup", "make_plan", "one_shot_n",
-           "plan_topup", "runs_of_baseline", "sd_from_md", "simulate", "simulate_topup"]
+__all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "TopupSim", "assess", "assess_topup",
+           "cell_shares", "cell_sizes", "make_plan", "one_shot_n", "plan_topup", "runs_of_baseline",
+           "sd_from_md", "simulate", "simulate_topup"]
 
 H_GRID = np.arange(0.5, 16.01, 0.5)
 #: Run sizes the planner tries (bisected): steps of 5 triplets where real run sizes lie,
@@ -113,16 +113,6 @@ def simulate(n_cell: np.ndarray, sd: float, *, shift: float, hs: np.ndarray, bas
     return fired
 
 
-class TopupParams(NamedTuple):
-    """The top-up's settings (config `topup`), as the simulation takes them."""
-
-    suspect_h: float
-    alpha: float
-    beta: float
-    batch: int  # fresh triplets holding the country per batch
-    cap: int  # at most this many per cell per run
-
-
 class TopupSim(NamedTuple):
     """simulate_topup's output, each of shape (rep, run, cell)."""
 
@@ -132,7 +122,7 @@ class TopupSim(NamedTuple):
 
 
 def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
-                   tp: TopupParams, base_triplets: np.ndarray, drift_points: float,
+                   tp: Topup, base_triplets: np.ndarray, drift_points: float,
                    min_runs_firing: int, runs: int = RUNS, reps: int = REPS,
                    shift_at: int = 0, seed: int = SEED) -> TopupSim:
     """The daemon's detector with the top-up confirmation (monitor.watch.topup) on
@@ -161,8 +151,8 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
         k = np.zeros(shape)
         decision = np.zeros(shape, np.int8)
         open_ = hot.copy()
-        while open_.any() and (k < tp.cap).any():
-            step = np.where(open_, np.minimum(tp.batch, tp.cap - k), 0)
+        while open_.any() and (k < tp.max_triplets).any():
+            step = np.where(open_, np.minimum(tp.batch_triplets, tp.max_triplets - k), 0)
             total += np.where(step > 0, mu * step + rng.standard_normal(shape) * sd
                               * np.sqrt(np.maximum(step, 1)), 0.0)
             k += step
@@ -170,7 +160,7 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
                               se_b, nb, side, drift_points)
             d = topup.decide(value, tp.alpha, tp.beta)
             decision = np.where(open_, d, decision)
-            open_ &= (d == topup.UNDECIDED) & (k < tp.cap)
+            open_ &= (d == topup.UNDECIDED) & (k < tp.max_triplets)
         asked[:, t] = k
         new, s_plus, s_minus, alarm_runs = topup.apply(new, s_plus, s_minus, alarm_runs, hot,
                                                        side, decision, h)
@@ -179,9 +169,9 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
     return TopupSim(fired, asked, states)
 
 
-def evaluate_topup(n_run: int, cells: Cells, sd: float, delta: float, within: int,
+def assess_topup(n_run: int, cells: Cells, sd: float, delta: float, within: int,
                    drift_points: float, min_runs_firing: int, auto: int | None,
-                   tp: TopupParams, h: float, baseline_triplets: int | None = None,
+                   tp: Topup, h: float, baseline_triplets: int | None = None,
                    reps: int = REPS) -> dict[str, Any]:
     """The detector with its top-up at run size n_run: false pages per 100 runs (mean
     over baselines and their spread), P(detect delta within `within` runs) in the
@@ -216,7 +206,7 @@ def evaluate_topup(n_run: int, cells: Cells, sd: float, delta: float, within: in
 
 def plan_topup(cells: Cells, sd: float, delta: float, fa_target: float, within: int, *,
                drift_points: float, min_runs_firing: int, auto_min_triplets: int | None,
-               tp: TopupParams, h: float, baseline_triplets: int | None = None
+               tp: Topup, h: float, baseline_triplets: int | None = None
                ) -> dict[str, Any] | None:
     """The smallest run size on N_GRID at which the detector with its top-up meets both
     targets (None: none does)."""
@@ -225,7 +215,7 @@ def plan_topup(cells: Cells, sd: float, delta: float, fa_target: float, within: 
     lo, hi = 0, len(grid) - 1
     while lo <= hi:
         mid = (lo + hi) // 2
-        r = evaluate_topup(grid[mid], cells, sd, delta, within, drift_points, min_runs_firing,
+        r = assess_topup(grid[mid], cells, sd, delta, within, drift_points, min_runs_firing,
                            auto_min_triplets, tp, h, baseline_triplets)
         if r["p_detect"] >= POWER and r["false_alarms_per_100"] <= fa_target:
             best, hi = r, mid - 1
@@ -234,7 +224,7 @@ def plan_topup(cells: Cells, sd: float, delta: float, fa_target: float, within: 
     return best
 
 
-def evaluate(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float,
+def assess(n_run: int, cells: Cells, sd: float, delta: float, fa_target: float,
              within: int, drift_points: float, min_runs_firing: int, auto: int | None,
              hs: np.ndarray = H_GRID, baseline_triplets: int | None = None,
              ) -> tuple[float | None, float | None, float | None]:
@@ -274,7 +264,7 @@ def make_plan(cells: Cells, sd: float, delta: float, fa_target: float, within: i
     lo, hi = 0, len(grid) - 1
     while lo <= hi:  # detection grows with the run size: bisect the grid
         mid = (lo + hi) // 2
-        h, fa, p = evaluate(grid[mid], cells, sd, delta, fa_target, within, drift_points,
+        h, fa, p = assess(grid[mid], cells, sd, delta, fa_target, within, drift_points,
                             min_runs_firing, auto_min_triplets,
                             baseline_triplets=baseline_triplets)
         if p is not None and p >= POWER:

@@ -1,7 +1,8 @@
-"""A baseline as runs are compared with it, read once per baseline and shared by one
-run's suspects, top-ups and evaluation: its MD cells, its per-triplet d for the
-covariate (CUPED, monitor.stats.covariate), and the CUSUM's h sized against it
-(`thresholds.cusum_h: auto`: `baseline_h`, the planner's rule)."""
+"""A baseline as runs are compared with it (`Reference`), read once per baseline and
+shared by one run's suspects, top-ups and evaluation: its scope (monitor.watch.scope),
+its MD cells, its per-triplet d for the covariate (CUPED, monitor.stats.covariate),
+and the CUSUM's h sized against it (`thresholds.cusum_h: auto`: `baseline_h`, the
+planner's rule)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from monitor.catalog import Catalog
 from monitor.config import CUSUM_H, Settings
+from monitor.context import Context
 from monitor.stats import (
     Adjusted,
     BaseTable,
@@ -21,20 +22,22 @@ from monitor.stats import (
     md_covariate_of,
     md_of,
 )
-from monitor.store import Baseline, RunRow, Store
+from monitor.store import Baseline, RunRow
 from monitor.watch.plan import (
     H_GRID,
     REPS,
     RUNS,
     Cells,
+    assess,
     cell_shares,
-    evaluate,
     runs_of_baseline,
     sd_from_md,
 )
+from monitor.watch.ports import WatchStore
+from monitor.watch.scope import Scope
 
-__all__ = ["BaselineCache", "BaselineData", "DerivedH", "auto_h", "baseline_data",
-           "baseline_h", "covariate", "detector_h", "md_and_covariate"]
+__all__ = ["DerivedH", "Reference", "ReferenceCache", "auto_h", "baseline_h", "covariate",
+           "detector_h", "md_and_covariate", "reference"]
 
 
 class DerivedH(NamedTuple):
@@ -77,7 +80,7 @@ def baseline_h(cells: Cells, sd: float, n_run: int, baseline_triplets: int | Non
             else round(runs_of_baseline(n_run, auto_min_triplets) * n_run))
     if not math.isfinite(sd) or sd <= 0 or size < 1:
         return DerivedH(max(CUSUM_H, floor), None, math.nan, size)
-    h, fa, _ = evaluate(n_run, cells, sd, drift_points, fa_target, 3, drift_points,
+    h, fa, _ = assess(n_run, cells, sd, drift_points, fa_target, 3, drift_points,
                         min_runs_firing, auto_min_triplets, baseline_triplets=size)
     if h is None:
         return DerivedH(float(H_GRID[-1]), None, sd, size)
@@ -100,10 +103,14 @@ def auto_h(settings: Settings, cells: Cells, sd: float,
 
 
 @dataclass
-class BaselineData:
-    """A baseline as runs are compared with it, read once: its MD cells, and its
-    per-triplet d for the covariate (made when first asked for)."""
+class Reference:
+    """A baseline as runs are compared with it, read once: its scope, its MD cells (in
+    the languages of the runs compared), and, when first asked for, its per-triplet d
+    for the covariate and the CUSUM's h."""
 
+    baseline: Baseline
+    scope: Scope
+    triplets: int  # its runs' triplets (the planner sizes h with them)
     md: list[MDRow]
     table: BaseTable | None = None
     h: DerivedH | None = None  # thresholds.cusum_h: auto, sized once per baseline
@@ -112,68 +119,71 @@ class BaselineData:
         return {(r.scenario, r.country): r for r in self.md}
 
 
-#: Owned by the caller: (endpoint, baseline set_at) -> its data; one run's suspects,
-#: top-ups and evaluation share it.
-BaselineCache = dict[tuple[str, str], BaselineData]
+#: Owned by the caller: (endpoint, baseline set_at, languages) -> its Reference; one
+#: run's suspects, top-ups and evaluation (and a daemon's next runs) share it.
+ReferenceCache = dict[tuple[str, str, tuple[str, ...]], Reference]
 
 
-def baseline_data(catalog: Catalog, store: Store, run: RunRow, baseline: Baseline,
-                   cache: BaselineCache | None) -> BaselineData:
-    key = (run.endpoint, str(baseline.set_at))
-    data = cache.get(key) if cache is not None else None
-    if data is None:
-        data = BaselineData(md_of(store, baseline.run_ids, run.languages, catalog.languages))
+def reference(ctx: Context[WatchStore], run: RunRow,
+              cache: ReferenceCache | None = None) -> Reference | None:
+    """The endpoint's baseline as `run` is compared with it (None: no baseline yet)."""
+    baseline = ctx.store.baseline(run.endpoint)
+    if baseline is None:
+        return None
+    key = (run.endpoint, str(baseline.set_at), tuple(run.languages))
+    ref = cache.get(key) if cache is not None else None
+    if ref is None:
+        runs = [r for r in ctx.store.runs(run.endpoint) if r.run_id in set(baseline.run_ids)]
+        ref = Reference(baseline=baseline, scope=Scope.of_baseline(baseline, runs),
+                        triplets=sum(r.triplets for r in runs),
+                        md=md_of(ctx.store, baseline.run_ids, run.languages,
+                                 ctx.catalog.languages))
         if cache is not None:
             cache.clear()
-            cache[key] = data
-    return data
+            cache[key] = ref
+    return ref
 
 
-def covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
-              run: RunRow, baseline: Baseline, cache: BaselineCache | None
+def covariate(ctx: Context[WatchStore], run_ids: list[str], run: RunRow, ref: Reference
               ) -> tuple[dict[str, Adjusted], Persistence | None]:
     """The pooled cells of `run_ids` (run's, or its top-up's) with the baseline's answers
     as covariate (CUPED, monitor.stats.covariate); nothing when baseline.covariate is off
     or the adjustment does not pay."""
-    table = _table(settings, catalog, store, run, baseline, cache)
+    table = _table(ctx, run, ref)
     if table is None:
         return {}, None
-    adj, pers = covariate_of(store, run_ids, table, run.languages, catalog.languages)
+    adj, pers = covariate_of(ctx.store, run_ids, table, run.languages, ctx.catalog.languages)
     return (adj if pers.used else {}), pers
 
 
-def md_and_covariate(settings: Settings, catalog: Catalog, store: Store, run_ids: list[str],
-                     run: RunRow, baseline: Baseline | None, cache: BaselineCache | None
-                     ) -> tuple[list[MDRow], dict[str, Adjusted]]:
+def md_and_covariate(ctx: Context[WatchStore], run_ids: list[str], run: RunRow,
+                     ref: Reference | None) -> tuple[list[MDRow], dict[str, Adjusted]]:
     """The MD of `run_ids` (a top-up's) and `covariate`'s adjusted cells, from one read."""
-    table = _table(settings, catalog, store, run, baseline, cache)
-    md, cov = md_covariate_of(store, run_ids, table, run.languages, catalog.languages)
+    table = _table(ctx, run, ref)
+    md, cov = md_covariate_of(ctx.store, run_ids, table, run.languages, ctx.catalog.languages)
     return md, (cov[0] if cov is not None and cov[1].used else {})
 
 
-def _table(settings: Settings, catalog: Catalog, store: Store, run: RunRow,
-           baseline: Baseline | None, cache: BaselineCache | None) -> BaseTable | None:
+def _table(ctx: Context[WatchStore], run: RunRow, ref: Reference | None) -> BaseTable | None:
     """The baseline's covariate table, read once per baseline (None: no covariate)."""
-    if baseline is None or not settings.baseline.covariate:
+    if ref is None or not ctx.settings.baseline.covariate:
         return None
-    data = baseline_data(catalog, store, run, baseline, cache)
-    if data.table is None:
-        data.table = base_table_of(store, baseline.run_ids, run.languages, catalog.languages)
-    return data.table
+    if ref.table is None:
+        ref.table = base_table_of(ctx.store, ref.baseline.run_ids, run.languages,
+                                  ctx.catalog.languages)
+    return ref.table
 
 
-def detector_h(settings: Settings, catalog: Catalog, store: Store, run: RunRow,
-               baseline: Baseline, cache: BaselineCache | None) -> tuple[float, DerivedH | None]:
-    """The CUSUM's h for runs against `baseline`: thresholds.cusum_h, or with `auto` the
+def detector_h(ctx: Context[WatchStore], run: RunRow, ref: Reference
+               ) -> tuple[float, DerivedH | None]:
+    """The CUSUM's h for runs against `ref`: thresholds.cusum_h, or with `auto` the
     planner's h for thresholds.false_alarms_per_100 at this baseline's sd and size
     (`baseline_h`; seeded, so every run of a baseline gets the same)."""
+    settings = ctx.settings
     t = settings.thresholds
     if t.cusum_h != "auto":
         return float(t.cusum_h), None
-    data = baseline_data(catalog, store, run, baseline, cache)
-    if data.h is None:
-        ids = set(baseline.run_ids)
-        size = sum(r.triplets for r in store.runs(run.endpoint) if r.run_id in ids)
-        cells = cell_shares(catalog, settings.sampling.scenarios, run.languages)
-        data.h = auto_h(settings, cells, sd_from_md(data.md), size)
-    return data.h.h, data.h
+    if ref.h is None:
+        cells = cell_shares(ctx.catalog, settings.sampling.scenarios, run.languages)
+        ref.h = auto_h(settings, cells, sd_from_md(ref.md), ref.triplets)
+    return ref.h.h, ref.h

@@ -14,6 +14,7 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import load_settings
+from monitor.context import Context
 from monitor.measure import run as run_mod
 from monitor.measure.run import run_endpoint
 from monitor.store import Store
@@ -41,7 +42,7 @@ def test_a_signal_waits_for_requests_out_not_for_calls_queued_for_a_token(
         store = Store(settings.storage.path)
 
         async def main() -> int:
-            task = asyncio.ensure_future(run_endpoint(settings, shipped_catalog, store,
+            task = asyncio.ensure_future(run_endpoint(Context(settings, shipped_catalog, store),
                                                       settings.endpoints[0]))
             deadline = time.monotonic() + 60
             while not server.requests:  # a state: the first request is out and held
@@ -81,7 +82,7 @@ def test_more_signals_while_stopping_cut_nothing_short(
                 await asyncio.sleep(0.02)
 
         async def main() -> int:
-            task = asyncio.ensure_future(run_endpoint(settings, shipped_catalog, store,
+            task = asyncio.ensure_future(run_endpoint(Context(settings, shipped_catalog, store),
                                                       settings.endpoints[0]))
             await wait_for("two requests out", lambda: len(server.requests) >= 2)
             task.cancel()

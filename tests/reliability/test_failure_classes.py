@@ -37,11 +37,17 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.cli import main
-from monitor.daemon.metrics import MetricsState
 from monitor.daemon.recovery import MAX_ATTEMPTS, triage
+from monitor.serve.metrics import MetricsState
 from monitor.store import CellRecord, RunRow, Store
 from monitor.store import owner as owners
-from tests.support.helpers import DirectSimClient, openai_endpoint, sim_daemon, write_config
+from tests.support.helpers import (
+    DirectSimClient,
+    metrics_of,
+    openai_endpoint,
+    sim_daemon,
+    write_config,
+)
 from tests.support.openai import Reply, Request, options_in, serve
 from tests.support.process import Gate, daemon, free_port, get, interrupt_cli, wait_until
 
@@ -315,7 +321,7 @@ def test_the_daemon_resumes_an_orphan_and_logs_what_it_closes(
     cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo",
                                    "max_concurrency": 8, "rpm": 100000, "params": {"seed": 2}}])
     daemon, _, store = sim_daemon(cfg, shipped_catalog)
-    asyncio.run(daemon.run_job("sim"))  # a first, complete run
+    asyncio.run(daemon.run("sim"))  # a first, complete run
     [first] = store.runs("sim")
     now = datetime.now(UTC)
     stale = RunRow(**{**first.__dict__, "run_id": "sim-stale", "run_index": 7,
@@ -326,7 +332,7 @@ def test_the_daemon_resumes_an_orphan_and_logs_what_it_closes(
     store.create_run(stale)
     store.create_run(orphan)
     caplog.set_level("INFO")
-    asyncio.run(daemon.run_job("sim"))
+    asyncio.run(daemon.run("sim"))
     assert store.get_run("sim-orphan").status == "complete"  # type: ignore[union-attr]
     closed = store.get_run("sim-stale")
     assert closed is not None and closed.status == "failed"
@@ -356,13 +362,13 @@ def test_an_unreachable_endpoint_says_nothing_about_the_model_and_keeps_the_gaug
     daemon, _, store = sim_daemon(cfg, shipped_catalog, lambda ep: DirectSimClient(
         {"seed": 3}, shipped_catalog.root, model="fake-model"))
     for _ in range(3):
-        asyncio.run(daemon.run_job("sim"))
+        asyncio.run(daemon.run("sim"))
     assert store.baseline("sim") is not None
-    before = daemon.state.snapshot()
+    before = metrics_of(store, "sim")
     assert before.comparable == {"sim": 1} and before.md
     daemon.client_factory = lambda ep: _Down()  # type: ignore[assignment,return-value]
-    asyncio.run(daemon.run_job("sim"))
-    after = daemon.state.snapshot()
+    asyncio.run(daemon.run("sim"))
+    after = metrics_of(store, "sim")
     assert after.last_run_success == {"sim": 0}
     assert after.comparable == {"sim": 1}  # the outage is not a model change
     assert after.md == before.md and after.drift == before.drift  # the series stay
@@ -560,7 +566,7 @@ def test_export_writes_every_table(tmp_path: Path, shipped_catalog: Catalog) -> 
     cfg, db = _demo_db(tmp_path, shipped_catalog)
     store = Store(db)
     [run] = store.runs()
-    store.set_baseline("sim", [run.run_id], run.catalog_version, "simulated/demo", auto=False)
+    store.set_baseline("sim", [run], auto=False)
     store.save_alert_states("sim", [CellRecord(scenario="all", country="CN", state="pending",
                                                s_plus=1.0, s_minus=0.0, alarm_runs=1, calm_runs=0,
                                                z=2.0, reason="r",
@@ -576,7 +582,7 @@ def test_export_writes_every_table(tmp_path: Path, shipped_catalog: Catalog) -> 
 
 
 def test_an_unknown_cost_is_no_cost_series_and_counted_as_unpriced(tmp_path: Path) -> None:
-    from monitor.daemon.exporter import make_registry, render
+    from monitor.serve.exporter import make_registry, render
 
     with serve(_scored) as server:
         cfg = write_config(tmp_path, [openai_endpoint(server.api_base)])

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from monitor.alerts.slack import build_blocks
 from monitor.cli import main
-from monitor.daemon.slack import build_blocks
 from monitor.store import Store
-from monitor.watch.evaluate import Mover, Transition
+from monitor.watch import Mover, Transition
 from tests.support.helpers import openai_endpoint, write_config
 from tests.support.openai import Reply, Request, options_in, serve
 

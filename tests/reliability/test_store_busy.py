@@ -13,6 +13,7 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import load_settings
+from monitor.context import Context
 from monitor.measure.run import run_endpoint
 from monitor.store import Store
 from tests.support.helpers import openai_endpoint, write_config
@@ -35,7 +36,7 @@ def test_a_run_survives_a_locked_file_and_loses_nothing(
 
         async def go() -> None:
             nonlocal holder
-            task = asyncio.create_task(run_endpoint(settings, shipped_catalog, store,
+            task = asyncio.create_task(run_endpoint(Context(settings, shipped_catalog, store),
                                                     settings.endpoints[0]))
             while len(server.requests) < 3:
                 await asyncio.sleep(0.01)

@@ -24,9 +24,11 @@ def openai_endpoint(api_base: str, **over: Any) -> dict[str, Any]:
 
 class DirectSimClient:
     """Answers like the simulated endpoint without HTTP or LiteLLM, for tests
-    that need many runs (the LiteLLM path is tested on its own)."""
+    that need many runs (the LiteLLM path is tested on its own); the model id is the
+    one the simulated provider reports for the demo profile."""
 
-    def __init__(self, params: dict[str, Any], catalog_root: Path, model: str = "simulated/x",
+    def __init__(self, params: dict[str, Any], catalog_root: Path,
+                 model: str = "simulated/demo",
                  fingerprint: str = "fp-sim"):
         from monitor.measure.simulated import SimParams
 
@@ -46,19 +48,18 @@ class DirectSimClient:
 
 
 def sim_daemon(cfg: Path, catalog: Any, client: Any = None) -> tuple[Any, Any, Any]:
-    """(Daemon, Settings, Store) of `cfg`, the daemon's job in-process; each run's client
+    """(ScheduledRun, Settings, Store) of `cfg`, the daemon's job in-process; each run's client
     is `client(endpoint)`, by default a DirectSimClient of the endpoint's params."""
+    from monitor.alerts.outbox import build_sinks
     from monitor.config import load_settings
-    from monitor.daemon.job import Daemon
-    from monitor.daemon.metrics import MetricsState
-    from monitor.daemon.outbox import build_sinks
+    from monitor.daemon.scheduled import ScheduledRun
     from monitor.store import Store
 
     settings, _ = load_settings(cfg)
     store = Store(settings.storage.path)
     factory = client or (lambda ep: DirectSimClient({**ep.params}, catalog.root))
-    daemon = Daemon(settings, catalog, store, MetricsState(),
-                    build_sinks(settings.alerts), client_factory=factory)
+    daemon = ScheduledRun(settings, catalog, store, build_sinks(settings.alerts),
+                          client_factory=factory)
     return daemon, settings, store
 
 
@@ -83,3 +84,12 @@ def store_scores(store: Any, rows: list[dict[str, Any]]) -> None:
         k: v for k, v in r.items() if k in dict(SCORE_COLUMNS)}} for r in rows]
     store.write_batch({c: [x[c] for x in calls.values()] for c, _ in CALL_COLUMNS},
                       {c: [x[c] for x in full] for c, _ in SCORE_COLUMNS})
+
+
+def metrics_of(store: Any, endpoint: str) -> Any:
+    """The metrics snapshot the scheduler reads from the store after a run."""
+    from monitor.serve.metrics import MetricsState
+
+    state = MetricsState()
+    state.refresh(store, endpoint)
+    return state.snapshot()

@@ -27,7 +27,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None  # sent as-is instead of a completion body
     delay_s: float = 0.0
-    model: str = "test-model-2026-01"
+    model: str | None = "test-model-2026-01"  # None: the body names no model
     fingerprint: str | None = "fp_test"
 
 
@@ -54,9 +54,10 @@ def options_in(user: str) -> dict[str, str]:
 
 
 def completion_body(reply: Reply, prompt_tokens: int = 120) -> dict[str, Any]:
+    named = {} if reply.model is None else {"model": reply.model}
     return {
         "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-        "model": reply.model, "system_fingerprint": reply.fingerprint,
+        **named, "system_fingerprint": reply.fingerprint,
         "choices": [{"index": 0, "finish_reason": "stop",
                      "message": {"role": "assistant", "content": reply.text}}],
         "usage": {"prompt_tokens": prompt_tokens,

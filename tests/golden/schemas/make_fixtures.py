@@ -32,6 +32,8 @@ def _rows(con: duckdb.DuckDBPyConnection, version: int) -> None:
         run += ["host|boot|1|2", T1, None, 1]
     if version >= 6:
         run += ["setup-0123456789ab"]
+    if version >= 8:
+        run += ["gpt-4o-2024"]
     con.execute(f"INSERT INTO runs VALUES ({', '.join('?' for _ in run)})", run)
     fmt = ", 'json_schema'" if version >= 6 else ""
     for lang, text in (("en", "A: 7/10 B: 5/10 C: 6/10"), ("zh", "A：9分 B：5分 C：6分")):

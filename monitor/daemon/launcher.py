@@ -1,4 +1,5 @@
-"""The scheduler's side of a run: one `python -m monitor.daemon.child` process per run.
+"""The scheduler's side of a run: it launches one `python -m monitor.daemon.child`
+process per run and reads what the child reports.
 
 Each run is a short-lived child process: LiteLLM, pandas and SciPy are about
 300 MB that the scheduler would otherwise hold for good between runs. The
@@ -22,17 +23,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from monitor.daemon.metrics import MetricsState
+from monitor.serve.metrics import MetricsState
 from monitor.store import Store
 
-__all__ = ["SKIP_LOG_S", "ChildJobs"]
+__all__ = ["SKIP_LOG_S", "RunLauncher"]
 
 log = logging.getLogger(__name__)
 
 SKIP_LOG_S = 600.0
 
 
-class ChildJobs:
+class RunLauncher:
     """The scheduler's side of a job: one `python -m monitor.daemon.child` process per run."""
 
     STOP_GRACE_S = 25.0  # after SIGTERM, the child's time to store and mark its run

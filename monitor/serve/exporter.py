@@ -6,7 +6,7 @@ An HTTP server on metrics.host:port (loopback by default) serves /metrics,
 /healthz and /report; /healthz answers 200 while the scheduler is alive, else
 503, with a JSON body that also gives each endpoint's last run age and a
 `stale` flag; /report serves the report folder's static files read-only
-(monitor.daemon.site decides what a path may read). GET and HEAD only: any
+(monitor.serve.site decides what a path may read). GET and HEAD only: any
 other method is 405.
 Names, labels and units follow the contract; labels are bounded (endpoint,
 scenario, country, language, status, direction) and never carry text.
@@ -34,8 +34,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from monitor import __version__
-from monitor.daemon import site
-from monitor.daemon.metrics import LATENCY_BUCKETS, MetricsState
+from monitor.serve import site
+from monitor.serve.metrics import LATENCY_BUCKETS, MetricsState
 
 __all__ = ["BiasCollector", "MetricsServer", "make_registry", "render"]
 

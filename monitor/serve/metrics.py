@@ -7,19 +7,23 @@ from each endpoint's latest run WITH results, so that an outage (runs that
 failed) does not make the series vanish: staleness shows in
 last_run_timestamp_seconds / last_run_success, which follow the latest
 finished run of any outcome. The cost counter is exposed only where a cost
-is known; calls without a known price are counted apart.
-`MetricsState.refresh(store, endpoint)` is called at start-up and after every
-run; the exporter only reads a snapshot.
+is known; calls without a known price are counted apart. baseline_comparable
+is what the latest measured run's review stored (run_stats kind "review"):
+1 exactly when that run was compared with the baseline.
+`MetricsState.refresh(store, endpoint)` is called by the scheduler at
+start-up and once after every run (the run process keeps no metrics); the
+exporter only reads a snapshot.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
-from monitor.store import Store
+from monitor.store import Baseline, CallTotals, CellRecord, RunRow, StatRow
 from monitor.vocab import (
     FINISHED,
     LEVEL_VALUE,
@@ -30,7 +34,7 @@ from monitor.vocab import (
     StatKind,
 )
 
-__all__ = ["LATENCY_BUCKETS", "MetricsState", "Snapshot"]
+__all__ = ["LATENCY_BUCKETS", "MetricsState", "MetricsStore", "Snapshot"]
 
 # The counters the daemon itself counts since start (set_flag), not read from the store.
 _COUNTER_FLAGS = ("run_failures", "delivery_failures", "runs_skipped")
@@ -38,6 +42,23 @@ _COUNTER_FLAGS = ("run_failures", "delivery_failures", "runs_skipped")
 LOCALITY = {kind: loc for loc, kind in WEAKNESS_KIND.items()}
 LATENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
                                       120.0)
+
+
+class MetricsStore(Protocol):
+    """What the metrics read from the store."""
+
+    def baseline(self, endpoint: str) -> Baseline | None: ...
+
+    def latest_run(self, endpoint: str, statuses: Sequence[str]) -> RunRow | None: ...
+
+    def stats_of(self, run_ids: Sequence[str], kind: StatKind | None = None,
+                 scenario: str | None = None) -> list[tuple[str, StatRow]]: ...
+
+    def latest_stats(self, endpoint: str, kind: StatKind) -> list[StatRow]: ...
+
+    def alert_states(self, endpoint: str) -> dict[tuple[str, str], CellRecord]: ...
+
+    def call_totals(self, endpoint: str, latency_buckets: Sequence[float]) -> CallTotals: ...
 
 
 @dataclass(kw_only=True)
@@ -90,14 +111,14 @@ class MetricsState:
             self._snap = replace(self._snap, **{name: {**getattr(self._snap, name),
                                                        endpoint: value}})
 
-    def prime(self, store: Store, endpoint: str) -> None:
+    def prime(self, store: MetricsStore, endpoint: str) -> None:
         """At start-up: what the store knows, and every counter the daemon keeps at 0, so
         each label set exists before its first event (rate() needs the 0 before the 1)."""
         self.refresh(store, endpoint)
         for flag in _COUNTER_FLAGS:
             self.set_flag(flag, endpoint, 0)
 
-    def refresh(self, store: Store, endpoint: str) -> None:
+    def refresh(self, store: MetricsStore, endpoint: str) -> None:
         new = _load(store, endpoint)
         with self._lock:
             snap = self._snap
@@ -114,7 +135,7 @@ class MetricsState:
             self._snap = replace(snap, **changes)
 
 
-def _load(store: Store, ep: str) -> Snapshot:
+def _load(store: MetricsStore, ep: str) -> Snapshot:
     snap = Snapshot()
     # Nothing pages before a baseline exists: the metrics say so from the start.
     base = store.baseline(ep)
@@ -139,11 +160,8 @@ def _load(store: Store, ep: str) -> Snapshot:
                 snap.coverage[(ep, st.key)] = st.value
             elif st.kind in LOCALITY:  # weakness_local / weakness_foreign
                 snap.weakness_share[(ep, st.key, LOCALITY[st.kind])] = st.value
-        if base is not None:  # read back, so the gauge survives a restart
-            model = store.run_model_ids([measured.run_id])[measured.run_id]
-            snap.comparable[ep] = int(model == base.model_id
-                                      and measured.catalog_version == base.catalog_version
-                                      and measured.setup == base.setup)
+            elif st.kind == StatKind.REVIEW:  # as the run's review compared it, or not
+                snap.comparable[ep] = int(st.value)
     # The latest shape comparison (once per rotation cycle), wherever it is stored.
     for st in store.latest_stats(ep, StatKind.JSD_SHIFT):
         if st.value is not None:

@@ -15,13 +15,13 @@ import math
 import os
 from typing import Any
 
+from monitor.alerts.sinks import Message, Outcome, cell_key, headline, post
 from monitor.config import Report, Webhook
-from monitor.daemon.sinks import Outcome, cell_key, headline, post
 from monitor.watch import Transition, bias_or_leniency, did_verdict
 
 __all__ = ["SCHEMA", "WebhookSink", "body"]
 
-log = logging.getLogger("monitor.daemon.webhook")
+log = logging.getLogger("monitor.alerts.webhook")
 SCHEMA = "bias-monitor.alert/1"
 
 
@@ -85,16 +85,15 @@ class WebhookSink:
     def enabled(self) -> bool:
         return self._enabled
 
-    def deliver(self, endpoint: str, transitions: list[Transition], *, simulated: bool,
-                note: str | None, key: str) -> Outcome:
-        if not transitions and not note:
+    def deliver(self, message: Message) -> Outcome:
+        if not message.transitions and not message.note:
             return Outcome.SKIPPED
-        link = self._report.link(transitions[0].run_id if transitions else None)
-        doc = body(endpoint, transitions, simulated=simulated, note=note, key=key,
-                   report_url=link)
+        key = message.key
+        doc = body(message.endpoint, message.transitions, simulated=message.simulated,
+                   note=message.note, key=key, report_url=self._report.link(message.run_id))
         return post(self.name, self._url, doc, headers={"Idempotency-Key": key, **self._headers},
                     cfg=self._cfg, secrets=[self._url, *self._headers.values()],
-                    what=f"message {key} for {endpoint}")
+                    what=f"message {key} for {message.endpoint}")
 
 
 def _env(name: str) -> str:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from monitor.catalog import Catalog
 from monitor.config import Settings
-from monitor.daemon import site
 from monitor.report import build, render_html, trend_to, unreadable
+from monitor.serve import site
 from monitor.store import CellRecord, RunRow, Store
 from monitor.vocab import FINISHED, POOLED, AlertState, LevelState
 
@@ -50,7 +50,8 @@ def verdict(store: Store, endpoint: str) -> str:
 
 
 class Reporter:
-    """Daemon's `reporter`: called with each finished run's id (monitor.daemon.job)."""
+    """The run process's `reporter`: called with each finished run's id
+    (monitor.daemon.scheduled)."""
 
     def __init__(self, settings: Settings, catalog: Catalog, store: Store) -> None:
         self.settings = settings

@@ -1,12 +1,12 @@
 """PagerDuty Events API v2: a trigger when a cell starts FIRING, a resolve when it ends.
 
 Each event's dedup_key is stable per (endpoint, scenario, country, condition)
-(monitor.daemon.sinks.cell_key), so the resolve closes the alert its trigger
+(monitor.alerts.sinks.cell_key), so the resolve closes the alert its trigger
 opened, and a retried trigger is merged by PagerDuty into the same alert.
 One event per transition (the outbox delivers PagerDuty per item, so a
 message half sent is never sent again from its start); notices are not
 incidents and are skipped. 202 is accepted; 400 (an invalid event) is not
-retried; 429, 5xx and no answer are (monitor.daemon.sinks.post). The routing
+retried; 429, 5xx and no answer are (monitor.alerts.sinks.post). The routing
 key comes from `routing_key_env` and is only ever in the request body.
 """
 
@@ -16,15 +16,15 @@ import logging
 import os
 from typing import Any
 
+from monitor.alerts.sinks import Message, Outcome, cell_key, opens, post
+from monitor.alerts.webhook import transition_doc
 from monitor.config import PagerDuty, Report
-from monitor.daemon.sinks import Outcome, cell_key, opens, post
-from monitor.daemon.webhook import transition_doc
 from monitor.vocab import Condition
 from monitor.watch import Transition, bias_or_leniency
 
 __all__ = ["PagerDutySink", "event"]
 
-log = logging.getLogger("monitor.daemon.pagerduty")
+log = logging.getLogger("monitor.alerts.pagerduty")
 SUMMARY_MAX = 1024  # the Events v2 limit of payload.summary
 
 
@@ -80,14 +80,13 @@ class PagerDutySink:
     def enabled(self) -> bool:
         return bool(self._key)
 
-    def deliver(self, endpoint: str, transitions: list[Transition], *, simulated: bool,
-                note: str | None, key: str) -> Outcome:
-        if not transitions:
+    def deliver(self, message: Message) -> Outcome:
+        if not message.transitions:
             return Outcome.SKIPPED  # a notice (model id changed, budget) is no incident
         outcome = Outcome.SKIPPED
-        for t in transitions:  # one, as the outbox hands PagerDuty one transition at a time
+        for t in message.transitions:  # one: the outbox hands PagerDuty one at a time
             doc = event(t, routing_key=self._key, severity=self._cfg.severity,
-                        simulated=simulated, report_url=self._report.link(t.run_id))
+                        simulated=message.simulated, report_url=self._report.link(t.run_id))
             outcome = post(self.name, self._cfg.url, doc, headers={}, cfg=self._cfg,
                            secrets=[self._key], what=f"{doc['event_action']} {cell_key(t)}",
                            accepted=(202,))

@@ -24,17 +24,17 @@ from slack_sdk import WebClient
 from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 from slack_sdk.webhook import WebhookClient
 
+from monitor.alerts.sinks import Message, Outcome, headline
 from monitor.config import Report, Slack
-from monitor.daemon.sinks import Outcome, headline
 from monitor.vocab import Condition
 from monitor.watch import Transition, bias_or_leniency
 
 __all__ = ["SlackNotifier", "build_blocks", "escape"]
 
-log = logging.getLogger("monitor.daemon.slack")
+log = logging.getLogger("monitor.alerts.slack")
 # slack_sdk's clients log the request URL - the webhook secret - at INFO on every retry and at
 # DEBUG on every request; they get a logger of their own that says nothing.
-_sdk_log = logging.getLogger("monitor.daemon.slack.slack_sdk")
+_sdk_log = logging.getLogger("monitor.alerts.slack.slack_sdk")
 _sdk_log.setLevel(logging.CRITICAL + 1)
 _sdk_log.propagate = False
 _sdk_log.addHandler(logging.NullHandler())
@@ -95,7 +95,7 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
 
 class SlackNotifier:
     """Sends to Slack when configured; otherwise a no-op that logs once. An alert sink
-    (monitor.daemon.sinks): one message per run."""
+    (monitor.alerts.sinks): one message per run."""
 
     name = "slack"
     per_transition = False
@@ -118,23 +118,17 @@ class SlackNotifier:
     def enabled(self) -> bool:
         return self._webhook is not None or self._web is not None
 
-    def send(self, endpoint: str, transitions: list[Transition], *, simulated: bool = False,
-             note: str | None = None) -> bool:
-        if not transitions and not note:
-            return True
+    def deliver(self, message: Message) -> Outcome:
+        if not message.transitions and not message.note:
+            return Outcome.SKIPPED
         if not self.enabled:
             log.info("slack not configured; %d alert change(s) for %s not sent",
-                     len(transitions), endpoint)
-            return False
-        link = self._report.link(transitions[0].run_id if transitions else None)
-        text, blocks = build_blocks(endpoint, transitions, simulated=simulated, note=note,
-                                    report_url=link)
-        return self.post(text, blocks)
-
-    def deliver(self, endpoint: str, transitions: list[Transition], *, simulated: bool,
-                note: str | None, key: str) -> Outcome:
-        ok = self.send(endpoint, transitions, simulated=simulated, note=note)
-        return Outcome.DELIVERED if ok else Outcome.FAILED
+                     len(message.transitions), message.endpoint)
+            return Outcome.FAILED
+        text, blocks = build_blocks(message.endpoint, message.transitions,
+                                    simulated=message.simulated, note=message.note,
+                                    report_url=self._report.link(message.run_id))
+        return Outcome.DELIVERED if self.post(text, blocks) else Outcome.FAILED
 
     def post(self, text: str, blocks: list[dict[str, Any]]) -> bool:
         try:

@@ -1,6 +1,7 @@
-"""The alert sinks: what each is (Slack, webhook, PagerDuty), and how a JSON POST is tried.
+"""What an alert sink is (Slack, webhook, PagerDuty), the message it takes, and how a JSON
+POST is tried.
 
-A sink takes one message at a time (a run's transitions and notices, or one
+A sink takes one `Message` at a time (a run's transitions and notices, or one
 transition for a sink that pages per cell) and answers with an `Outcome`:
 DELIVERED or SKIPPED (nothing in it for this sink) mark it done for that sink;
 FAILED keeps it owed, and the outbox stops there so order is kept; REJECTED
@@ -21,6 +22,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -30,9 +32,10 @@ from monitor.httpio import NoReply, Reply, post_json
 from monitor.vocab import AlertState, Condition, LevelState
 from monitor.watch import Transition
 
-__all__ = ["Outcome", "Sink", "cell_key", "headline", "opens", "post", "redact", "secret_parts"]
+__all__ = ["Message", "Outcome", "Sink", "cell_key", "headline", "opens", "post", "redact",
+           "secret_parts"]
 
-log = logging.getLogger("monitor.daemon.sinks")
+log = logging.getLogger("monitor.alerts.sinks")
 #: The longest wait between two tries, whatever Retry-After asks: the delivery runs in
 #: the run's aftermath, and what is not delivered is owed, not lost.
 MAX_WAIT_S = 30.0
@@ -45,6 +48,27 @@ class Outcome(StrEnum):
     REJECTED = "rejected"
 
 
+@dataclass(frozen=True, kw_only=True)
+class Message:
+    """What a sink is given: one endpoint's transitions and notices of one queueing (or
+    one transition, for a sink that pages per cell)."""
+
+    endpoint: str
+    transitions: list[Transition] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # notices: deployment changed, budget
+    key: str = ""  # the message's stable id, the same on every retry
+    simulated: bool = False  # the simulated endpoint: messages say so
+
+    @property
+    def note(self) -> str | None:
+        return "; ".join(self.notes) or None
+
+    @property
+    def run_id(self) -> str | None:
+        """The run the message is about (its report's link), if any."""
+        return self.transitions[0].run_id if self.transitions else None
+
+
 class Sink(Protocol):
     #: the outbox's name of the sink (outbox_delivery.sink)
     name: str
@@ -54,10 +78,7 @@ class Sink(Protocol):
     @property
     def enabled(self) -> bool: ...
 
-    def deliver(self, endpoint: str, transitions: list[Transition], *, simulated: bool,
-                note: str | None, key: str) -> Outcome:
-        """`key`: the message's stable id, the same on every retry."""
-        ...
+    def deliver(self, message: Message) -> Outcome: ...
 
 
 def headline(endpoint: str, transitions: list[Transition], *, simulated: bool) -> str:

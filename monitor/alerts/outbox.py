@@ -3,7 +3,7 @@ once to each sink.
 
 A message is owed to every sink configured (its variables set) when it is
 queued, and marked done for a sink only after that sink took it (or refused
-it for good: monitor.daemon.sinks), so an outage of one sink or a restart
+it for good: monitor.alerts.sinks), so an outage of one sink or a restart
 loses nothing, a sink never gets a message twice, and one sink being down
 holds back no other. Each sink gets its messages in the order queued and
 stops at the first that fails, so a FIRING and the resolve after it (both
@@ -16,17 +16,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Protocol
 
+from monitor.alerts.pagerduty import PagerDutySink
+from monitor.alerts.sinks import Message, Outcome, Sink
+from monitor.alerts.slack import SlackNotifier
+from monitor.alerts.webhook import WebhookSink
 from monitor.config import Alerts, Report
-from monitor.daemon.pagerduty import PagerDutySink
-from monitor.daemon.sinks import Outcome, Sink
-from monitor.daemon.slack import SlackNotifier
-from monitor.daemon.webhook import WebhookSink
-from monitor.store import OutboxItem, Store
+from monitor.store import OutboxItem
 from monitor.watch import Transition
 
-__all__ = ["build_sinks", "deliver", "message_key", "note", "queue", "transition"]
+__all__ = ["OutboxStore", "build_sinks", "deliver", "message_key", "note", "owed", "payloads",
+           "queue", "transition"]
+
+
+class OutboxStore(Protocol):
+    """What the outbox reads and writes in the store."""
+
+    def outbox_add(self, endpoint: str, payloads: Sequence[str],
+                   sinks: Sequence[str]) -> None: ...
+
+    def outbox_has(self, endpoint: str, payload: str) -> bool: ...
+
+    def outbox_pending(self, endpoint: str, sink: str | None = None) -> list[OutboxItem]: ...
+
+    def outbox_delivered(self, ids: Sequence[int], sink: str,
+                         outcome: str = "delivered") -> None: ...
+
+    def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None: ...
 
 
 def transition(t: Transition) -> str:
@@ -49,14 +68,26 @@ def build_sinks(alerts: Alerts, report: Report | None = None) -> list[Sink]:
     return sinks
 
 
-def queue(store: Store, sinks: list[Sink], endpoint: str, payloads: list[str]) -> None:
-    owed = [s.name for s in sinks if s.enabled]
-    if not owed:
+def payloads(transitions: Sequence[Transition], notes: Sequence[str]) -> list[str]:
+    """One queueing's items: the transitions to tell, then the notices."""
+    return [transition(t) for t in transitions] + [note(n) for n in notes]
+
+
+def owed(sinks: Sequence[Sink]) -> list[str]:
+    """The names of the sinks a message queued now is owed to: those configured."""
+    return [s.name for s in sinks if s.enabled]
+
+
+def queue(store: OutboxStore, sinks: Sequence[str], endpoint: str,
+          items: Sequence[str]) -> None:
+    """Queue one message (`items`, from `payloads`) owed to `sinks`; a notice already
+    queued once is not queued again."""
+    if not sinks:
         return
-    fresh = [p for p in payloads
+    fresh = [p for p in items
              if json.loads(p)["kind"] != "note" or not store.outbox_has(endpoint, p)]
     if fresh:
-        store.outbox_add(endpoint, fresh, owed)
+        store.outbox_add(endpoint, fresh, sinks)
 
 
 def message_key(endpoint: str, items: list[OutboxItem]) -> str:
@@ -93,11 +124,11 @@ def _groups(pending: list[OutboxItem], *, per_transition: bool) -> list[Group]:
     return groups
 
 
-def _deliver_to(store: Store, sink: Sink, endpoint: str, *, simulated: bool) -> bool:
+def _deliver_to(store: OutboxStore, sink: Sink, endpoint: str, *, simulated: bool) -> bool:
     for items, transitions, notes in _groups(store.outbox_pending(endpoint, sink.name),
                                              per_transition=sink.per_transition):
-        outcome = sink.deliver(endpoint, transitions, simulated=simulated,
-                               note="; ".join(notes) or None, key=message_key(endpoint, items))
+        outcome = sink.deliver(Message(endpoint=endpoint, transitions=transitions, notes=notes,
+                                       key=message_key(endpoint, items), simulated=simulated))
         if outcome == Outcome.FAILED:
             return False
         store.outbox_delivered([i.id for i in items], sink.name, outcome.value)
@@ -106,7 +137,8 @@ def _deliver_to(store: Store, sink: Sink, endpoint: str, *, simulated: bool) -> 
     return True
 
 
-def deliver(store: Store, sinks: list[Sink], endpoint: str, *, simulated: bool) -> bool:
+def deliver(store: OutboxStore, sinks: Sequence[Sink], endpoint: str, *,
+            simulated: bool) -> bool:
     """Send what the outbox owes each enabled sink for `endpoint`. True when every sink
     took everything (a refused message counts as taken: it is logged, not retried)."""
     ok = True

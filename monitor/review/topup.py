@@ -1,0 +1,204 @@
+"""The top-up confirmation, asked: fresh triplets for each suspected cell of a run.
+
+Before a run is evaluated, each pooled country cell whose CUSUM the run would
+take past topup.suspect_h (monitor.watch.evaluate.suspects) is topped up:
+batches of topup.batch_triplets fresh triplets holding the country, none of
+the run's own (Sampler.topup, seeded by the run), each asked in every language
+of the run, until the SPRT of monitor.watch.topup confirms or dismisses the
+shift or topup.max_triplets are asked. The answers go to a run row of their
+own, `<run id>-topup-<country>` with status "topup", so that they are stored
+and counted (calls, cost, the daily budget) but never enter the run's
+statistics, baselines or reports: the run's MD stays the estimate of its own
+sample. Each verdict is stored with the run (run_stats kind "topup") as soon
+as it is reached.
+
+Resuming (a run interrupted during its review): a cell with a stored verdict
+keeps it; a cell whose top-up was under way goes on where it stopped - its
+stored answers are tested first, then the batch they end in is completed and
+the next batches asked - so the verdict is the one an uninterrupted top-up
+would have reached. The batches stay within the run's Allowance (the dollars
+and calls today's budget leaves, shared with the run and its other top-ups).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from monitor.config import Endpoint, Setup, setup_for
+from monitor.context import Context
+from monitor.measure.budget import Allowance
+from monitor.measure.llm import ChatClient
+from monitor.measure.run import ask
+from monitor.measure.sampling import Sampler
+from monitor.review.ports import ReviewStore
+from monitor.store import RunRow, StatRow
+from monitor.store import owner as owners
+from monitor.vocab import POOLED, RunStatus, Side, StatKind
+from monitor.watch import topup
+from monitor.watch.evaluate import Suspect
+from monitor.watch.reference import Reference, md_and_covariate
+
+__all__ = ["PROGRESS_S", "confirm", "topup_run_id"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between a long top-up's progress lines in the log.
+PROGRESS_S = 30.0
+_DECISION = {"confirmed": topup.CONFIRM, "dismissed": topup.DISMISS,
+             "inconclusive": topup.UNDECIDED}
+
+
+def topup_run_id(run_id: str, country: str) -> str:
+    return f"{run_id}-topup-{country}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Cell:
+    """What one top-up needs beyond the context: the run, its sampler and setup."""
+
+    endpoint: Endpoint
+    run: RunRow
+    sampler: Sampler
+    own: frozenset[str]  # the run's own triplets: never asked again
+    setup: Setup
+    client: ChatClient
+    ref: Reference | None
+
+
+def _stored(store: ReviewStore, run_id: str) -> dict[str, topup.Verdict]:
+    """The verdicts this run's top-ups reached before an interruption."""
+    out = {}
+    for _, st in store.stats_of([run_id], kind=StatKind.TOPUP):
+        extra = json.loads(st.extra or "{}")
+        out[st.key] = topup.Verdict(
+            country=st.key, side=int(extra["side"]), decision=_DECISION[extra["decision"]],
+            n=int(st.n or 0), md=math.nan if st.value is None else st.value,
+            ci=(math.nan if st.ci_lower is None else st.ci_lower,
+                math.nan if st.ci_upper is None else st.ci_upper),
+            llr=float(extra["llr"]), asked=int(extra["asked"]), run_id=extra["run_id"])
+    return out
+
+
+def _row(v: topup.Verdict) -> StatRow:
+    return StatRow(kind=StatKind.TOPUP, scenario=POOLED, key=v.country, value=v.md,
+                   ci_lower=v.ci[0], ci_upper=v.ci[1], n=v.n, p_value=None,
+                   extra=json.dumps({"decision": v.word, "side": v.side,
+                                     "llr": round(v.llr, 3), "asked": v.asked,
+                                     "run_id": v.run_id}))
+
+
+async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
+                  found: Sequence[Suspect], client: ChatClient, allowance: Allowance,
+                  ref: Reference | None) -> dict[str, topup.Verdict]:
+    """Top up every suspected cell within `allowance`; the verdicts by country (each
+    also stored with the run as it is reached)."""
+    store, tp = ctx.store, ctx.settings.topup
+    verdicts = await asyncio.to_thread(_stored, store, run.run_id)
+    sampler = Sampler.of_run(ctx.catalog, run)
+    own = frozenset(s.triplet.id for s in sampler.sample(run.run_index))
+    cell = _Cell(endpoint=endpoint, run=run, sampler=sampler, own=own,
+                 setup=setup_for(endpoint, run.languages, list(ctx.catalog.languages)),
+                 client=client, ref=ref)
+    for sus in found:
+        if sus.country in verdicts:
+            continue  # reached before an interruption: kept
+        if not allowance.fits(tp.batch_triplets, len(run.languages)):
+            log.info("endpoint %s: run %s: top-up of %s skipped: today's budget is spent "
+                     "(budget.max_usd_per_day / max_probes_per_day)", endpoint.name,
+                     run.run_id, sus.country)
+            break
+        # A top-up can take minutes under an rpm limit (up to topup.max_triplets in
+        # every language): its start is said, not only its end.
+        log.info("endpoint %s: run %s: %s suspected %s (CUSUM %.1f nats > topup.suspect_h "
+                 "%g): asking fresh triplets in batches of %d, at most %d (%d calls)",
+                 endpoint.name, run.run_id, sus.country, Side.of(sus.side), sus.cusum,
+                 tp.suspect_h, tp.batch_triplets, tp.max_triplets,
+                 tp.max_triplets * len(run.languages))
+        v = await _one(ctx, cell, sus, allowance)
+        verdicts[sus.country] = v
+        await asyncio.to_thread(store.write_stats, run.run_id, [_row(v)], replace=False)
+        log.info("endpoint %s: run %s: top-up of %s (%s, CUSUM %.1f): %s after %d triplets, "
+                 "MD %+.2f vs baseline %+.2f, SPRT %.1f nats", endpoint.name, run.run_id,
+                 sus.country, Side.of(sus.side), sus.cusum, v.word, v.asked, v.md, sus.base.md,
+                 v.llr)
+        if allowance.stopped:
+            left = [s.country for s in found if s.country not in verdicts]
+            log.warning("endpoint %s: run %s: top-up of %s stopped by today's budget "
+                        "(budget.max_usd_per_day / max_probes_per_day)%s", endpoint.name,
+                        run.run_id, sus.country,
+                        f"; {', '.join(left)} wait for the next run" if left else "")
+            break  # the budget is spent: the other suspects wait for the next run
+    return verdicts
+
+
+async def _one(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect,
+               allowance: Allowance) -> topup.Verdict:
+    store, tp, run = ctx.store, ctx.settings.topup, cell.run
+    now = datetime.now(UTC)
+    row = replace(run, run_id=topup_run_id(run.run_id, sus.country), triplets=0,
+                  planned_calls=0, started_at=now, finished_at=None, status=RunStatus.TOPUP,
+                  owner=owners.token(), heartbeat_at=now,
+                  reason=f"top-up of {sus.country} for run {run.run_id}", attempts=1)
+    resumed = await asyncio.to_thread(store.get_run, row.run_id) is not None
+    asked = stored = 0
+    if not resumed:
+        await asyncio.to_thread(store.create_run, row)
+    else:  # go on where it stopped: the batch its stored answers end in, completed
+        done = await asyncio.to_thread(store.done_calls, row.run_id)
+        stored = len({t for t, _ in done})
+        asked = stored // tp.batch_triplets * tp.batch_triplets
+    langs = len(run.languages)
+    state = _test(ctx, cell, sus, row.run_id) if resumed else None
+    said = time.monotonic()
+    while state is None or (state[4] == topup.UNDECIDED and asked < tp.max_triplets):
+        k = allowance.triplets(min(tp.batch_triplets, tp.max_triplets - asked), langs)
+        if k < 1:
+            break  # the day's probes are spent: what is there is what the test has
+        specs = cell.sampler.topup(run.run_index, sus.country, asked, k, set(cell.own))
+        if not specs:
+            break  # every fresh triplet holding the country is asked
+        not_asked = await ask(ctx, cell.endpoint, row, cell.setup, specs, cell.client,
+                              allowance, resumed=True, stop_status=None, look_up=resumed)
+        asked += len(specs)
+        state = await asyncio.to_thread(_test, ctx, cell, sus, row.run_id)
+        if state[4] == topup.UNDECIDED and time.monotonic() - said >= PROGRESS_S:
+            said = time.monotonic()
+            yes, no = topup.bounds(tp.alpha, tp.beta)
+            log.info("endpoint %s: top-up of %s for run %s: %d fresh triplets asked (%d calls), "
+                     "SPRT %.1f nats (confirms at %.1f, dismisses at %.1f)", cell.endpoint.name,
+                     sus.country, run.run_id, asked, asked * langs, state[3], yes, no)
+        if not_asked:
+            break  # the budget refused calls: what is there is what the test has
+    asked = max(asked, stored)
+    n, md, ci, value, decision = state or (0, math.nan, (math.nan, math.nan), 0.0,
+                                           topup.UNDECIDED)
+    v = topup.Verdict(country=sus.country, side=sus.side, decision=decision, n=n, md=md,
+                      ci=ci, llr=value, asked=asked, run_id=row.run_id)
+    await asyncio.to_thread(store.finish_run, row.run_id, RunStatus.TOPUP,
+                            f"top-up of {sus.country} for run {run.run_id}: {v.word}")
+    return v
+
+
+def _test(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect, run_id: str
+          ) -> tuple[int, float, tuple[float, float], float, int]:
+    """The SPRT on the top-up's stored answers: (n, MD, its CI, the LLR, the decision).
+    The fresh triplets are in a calibration baseline too: the same covariate as the
+    run's own cells (the shown MD stays the raw one)."""
+    rows, adj = md_and_covariate(ctx, [run_id], cell.run, cell.ref)
+    found = next((r for r in rows if r.scenario == POOLED and r.country == sus.country), None)
+    if found is None or found.n < 1:
+        return 0, math.nan, (math.nan, math.nan), 0.0, topup.UNDECIDED
+    a = adj.get(sus.country)
+    x, factor = (a.md, a.factor) if a is not None else (found.md, 1.0)
+    value = float(topup.llr(found.n, x - sus.base.md, sus.base.se * math.sqrt(factor),
+                            sus.base.n, sus.side, ctx.settings.thresholds.drift_md_points))
+    tp = ctx.settings.topup
+    return (found.n, found.md, (found.ci_lower, found.ci_upper), value,
+            int(topup.decide(value, tp.alpha, tp.beta)))
