@@ -584,3 +584,33 @@ def test_a_corrupt_block_is_reported_at_once_not_as_a_busy_file(tmp_path: Path) 
         Store(path, lock_timeout_s=20, sleep=waits.append).runs()
     assert "storage.path" not in str(info.value)  # never: abandon the history for a new file
     assert waits == []  # at once: no retry as for a busy file
+
+
+def test_a_sqlite_file_is_refused_at_once_without_fetching_an_extension(
+        tmp_path: Path) -> None:
+    """DuckDB hands a SQLite file to its sqlite_scanner extension, which it would
+    download from the internet (seconds, then an error naming the URL): refused at
+    once instead, saying what the file is, and left as it was."""
+    import sqlite3
+    import time
+
+    path = tmp_path / "app.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE notes (x)")
+    con.commit()
+    con.close()
+    started = time.monotonic()
+    _assert_refused_untouched(path)
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(StoreError) as info:
+        Store(path, read_only=True)
+    msg = str(info.value)
+    assert "a SQLite database" in msg and "http" not in msg and "extension" not in msg
+
+
+def test_no_connection_may_install_or_load_an_extension(store: Store) -> None:
+    with store._connect() as con:  # the store's own connection, as every operation gets it
+        got = con.execute("SELECT current_setting('autoinstall_known_extensions'), "
+                          "current_setting('autoload_known_extensions'), "
+                          "current_setting('allow_community_extensions')").fetchone()
+    assert got == (False, False, False)

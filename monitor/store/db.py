@@ -4,7 +4,10 @@
   tag and the schema version; the frozen migrations are applied in order,
   one transaction each.
 - A file that is not DuckDB, or a DuckDB database of another application, is
-  refused with a clear error and never written to.
+  refused with a clear error and never written to. No code is loaded or
+  installed at run time: DuckDB's extension auto-install and auto-load are
+  off (a SQLite file would otherwise make it download `sqlite_scanner`), and
+  a file whose header is not DuckDB's is refused before DuckDB reads it.
 - DuckDB lets one process write a file at a time, and a writer excludes every
   other process. So the file is held only for the length of one operation:
   each method opens, works and closes, and an open that meets another
@@ -55,8 +58,16 @@ _IO = re.compile(r"could not (?:write|fsync|truncate|create)|input/output error|
                  r"permission denied", re.IGNORECASE)
 _DAMAGED = re.compile(r"corrupt|checksum|metadatareader|replaying wal|not a valid duckdb",
                       re.IGNORECASE)
-# A DuckDB file: 3 header blocks of 4 KiB, then blocks of 256 KiB.
+# A DuckDB file: 3 header blocks of 4 KiB, then blocks of 256 KiB; its magic bytes
+# follow the first header's 8-byte checksum.
 _HEADER, _BLOCK = 12288, 262144
+_MAGIC, _MAGIC_AT = b"DUCK", 8
+# Formats DuckDB would hand to an extension, by their own magic: named in the error.
+_FORMATS = ((b"SQLite format 3\x00", "a SQLite database"), (b"PAR1", "a Parquet file"))
+#: Every connection: no extension is installed or loaded behind the monitor's back
+#: (it would fetch code from the internet at run time), and none unsigned.
+_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+           "allow_community_extensions": False, "allow_unsigned_extensions": False}
 
 
 def file_system(path: Path) -> FileSystem:
@@ -141,9 +152,11 @@ class Database:
     def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
         deadline = self._clock() + self.lock_timeout_s
         delay = 0.02
+        self._refuse_foreign()
         while True:
             try:
-                con = duckdb.connect(str(self.path), read_only=self.read_only)
+                con = duckdb.connect(str(self.path), read_only=self.read_only,
+                                     config=dict(_CONFIG))
                 break
             except duckdb.Error as exc:
                 text = " ".join(str(exc).split())
@@ -174,6 +187,27 @@ class Database:
         finally:
             with contextlib.suppress(duckdb.Error):  # closing after a failed write may fail
                 con.close()
+
+    def _refuse_foreign(self) -> None:
+        """A file with content whose header is not DuckDB's is refused before DuckDB
+        opens it: at once, with what it seems to be, and never written to. (A DuckDB
+        file whose header block is damaged keeps its layout: DuckDB reports it.)"""
+        try:
+            with self.path.open("rb") as fh:
+                head = fh.read(16)  # the longest magic: SQLite's
+        except FileNotFoundError:
+            return  # a new database
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot read ({exc.strerror}); check storage.path "
+                             "and the file's permissions") from None
+        if not head or head[_MAGIC_AT:_MAGIC_AT + len(_MAGIC)] == _MAGIC or self._duckdb_shaped():
+            return
+        what = next((name for magic, name in _FORMATS if head.startswith(magic)),
+                    "not a DuckDB database")
+        seems = "" if what.startswith("not") else f"; it is {what}"
+        raise StoreError(f"{self.path}: cannot open as a DuckDB database (no DuckDB header"
+                         f"{seems}); point storage.path at a new file or a bias-monitor "
+                         "database")
 
     def _duckdb_shaped(self) -> bool:
         """The file has DuckDB's layout (header blocks + whole 256 KiB blocks): a
