@@ -202,6 +202,20 @@ def test_an_older_schema_is_upgraded_keeping_its_data(db: Path) -> None:
     assert [r.run_id for r in Store(db).runs()] == ["old"]
 
 
+def test_a_reader_upgrades_an_older_schema_once_and_the_export_reads_it_as_it_is(
+        db: Path) -> None:
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', '1')", [APP])
+    for sql in MIGRATIONS[0]:
+        con.execute(sql)
+    con.close()
+    assert Store(db, read_only=True, upgrade=False).schema_version == 1
+    reader = Store(db, read_only=True)
+    assert reader.schema_version == len(MIGRATIONS) and reader.read_only
+    assert reader.runs() == []
+
+
 def test_a_text_file_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "notes.duckdb"
     path.write_bytes(b"hello, not a database")

@@ -119,8 +119,8 @@ def plan_command(args: Any) -> int:
     import json
 
     from monitor.catalog import load_catalog
+    from monitor.commands.reading import stored
     from monitor.config import load_settings
-    from monitor.store import Store
 
     settings, source = load_settings(args.config)
     t, s, mrf = settings.thresholds, settings.sampling, settings.alerts.min_runs_firing
@@ -140,8 +140,7 @@ def plan_command(args: Any) -> int:
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     cells = cell_shares(catalog, s.scenarios, s.languages)
     per_day = _runs_per_day(settings, source)
-    # Never create a database just to plan: only an existing file is read.
-    store = Store(settings.storage.path) if settings.storage.path.is_file() else None
+    store = stored(settings.storage.path)  # read-only; no file: nothing stored yet
     auto = settings.baseline.auto_min_triplets
     out = []
     for ep in endpoints:

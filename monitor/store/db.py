@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any, Self
 import duckdb
 import numpy as np
 
-from monitor.errors import StoreBusyError, StoreDamagedError, StoreError, StoreWriteError
+from monitor.errors import (
+    StoreBusyError,
+    StoreDamagedError,
+    StoreError,
+    StoreWriteError,
+    WriteCause,
+)
 from monitor.store.records import FileSystem
 from monitor.store.schema import APP, MIGRATIONS
 
@@ -52,10 +58,12 @@ Connection = duckdb.DuckDBPyConnection
 DatabaseError = duckdb.Error
 
 _LOCKED = re.compile(r"\b(?:could not set lock|conflicting lock)\b", re.IGNORECASE)
-_NO_ROOM = re.compile(r"no space left on device|disk quota exceeded|file too large|"
-                      r"read-only file system", re.IGNORECASE)
+_NO_ROOM = re.compile(r"no space left on device|disk quota exceeded|file too large",
+                      re.IGNORECASE)
+_READ_ONLY = re.compile(r"read-only file system", re.IGNORECASE)
+_DENIED = re.compile(r"permission denied", re.IGNORECASE)
 _IO = re.compile(r"could not (?:write|fsync|truncate|create)|input/output error|i/o error|"
-                 r"permission denied", re.IGNORECASE)
+                 r"permission denied|read-only file system", re.IGNORECASE)
 _DAMAGED = re.compile(r"corrupt|checksum|metadatareader|replaying wal|not a valid duckdb",
                       re.IGNORECASE)
 # A DuckDB file: 3 header blocks of 4 KiB, then blocks of 256 KiB; its magic bytes
@@ -87,12 +95,23 @@ def file_system(path: Path) -> FileSystem:
         return FileSystem(str(p), fstype, 0, 0)
 
 
+def _mounted_read_only(mount: str) -> bool:
+    try:
+        return bool(os.statvfs(mount).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 class Database:
     """A monitor database in one DuckDB file, opened per operation."""
 
     def __init__(self, path: Path | str, *, lock_timeout_s: float = 30.0,
-                 read_only: bool = False, sleep: Callable[[float], None] = time.sleep,
+                 read_only: bool = False, upgrade: bool = True,
+                 sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """`read_only`: never write (a read-only file or mount, a backup, a snapshot);
+        a file of an older schema is still upgraded first, through one writing
+        connection, unless `upgrade` is False (an export reads the tables as they are)."""
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
         self.read_only = read_only
@@ -105,8 +124,11 @@ class Database:
                              "or set storage.path")
         if read_only and not self.path.is_file():
             raise StoreError(f"{self.path}: no such database; check storage.path")
+        self._older: int | None = None  # a reader's file of an older schema
         with self._connect() as con:
             self._migrate(con)
+        if self._older is not None and upgrade:
+            self._upgrade_once(self._older)  # its own connection: DuckDB allows one mode
 
     def configure(self, *, threads: int | None = None) -> None:
         """DuckDB's worker threads for this store's connections (benchmarks pin them)."""
@@ -222,17 +244,36 @@ class Database:
         """The one StoreError a DuckDB error means to the user."""
         text = " ".join(str(exc).split())[:240]
         if _NO_ROOM.search(text) or _IO.search(text):
-            fs = file_system(self.path)
-            return StoreWriteError(f"{self.path}: cannot write ({text}); file system "
-                                   f"{fs.mount} ({fs.fstype}) has {size_text(fs.free)} free "
-                                   f"of {size_text(fs.total)}", mount=fs.mount,
-                                   free_bytes=fs.free)
+            return self._write_error(text)
         if _DAMAGED.search(text):
             return StoreDamagedError(
                 f"{self.path}: the database file is damaged ({text}); restore it from a "
                 "backup copy, or save what is still readable with `monitor export --parquet "
                 "DIR` first; keep the damaged file for inspection")
         return StoreError(f"{self.path}: storage error ({text})")
+
+    def _write_error(self, text: str) -> StoreWriteError:
+        """A failed write, with its cause told apart: a file system mounted read-only
+        (whatever DuckDB's text says: EROFS shows up as a failed open, write or fsync), a
+        file the process may not write, or no room (the only cause freeing space cures)."""
+        fs = file_system(self.path)
+        head = f"{self.path}: cannot write ({text}); "
+        if _READ_ONLY.search(text) or _mounted_read_only(fs.mount):
+            return StoreWriteError(f"{head}file system {fs.mount} ({fs.fstype}) is mounted "
+                                   "read-only; remount it read-write or point storage.path at "
+                                   "a writable place (reading works as it is: report, runs, "
+                                   "export, baseline show, plan)", mount=fs.mount,
+                                   free_bytes=fs.free,
+                                   cause=WriteCause.READ_ONLY)
+        if _DENIED.search(text):
+            return StoreWriteError(f"{head}this user may not write it or its folder; give "
+                                   "it write permission or point storage.path elsewhere",
+                                   mount=fs.mount, free_bytes=fs.free,
+                                   cause=WriteCause.PERMISSION)
+        cause = WriteCause.NO_SPACE if _NO_ROOM.search(text) else WriteCause.IO
+        return StoreWriteError(f"{head}file system {fs.mount} ({fs.fstype}) has "
+                               f"{size_text(fs.free)} free of {size_text(fs.total)}",
+                               mount=fs.mount, free_bytes=fs.free, cause=cause)
 
     @contextmanager
     def _transaction(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
@@ -274,13 +315,29 @@ class Database:
             raise StoreError(f"{self.path}: schema version {version} is newer than this monitor "
                              f"({len(MIGRATIONS)}); upgrade bias-monitor")
         if self.read_only:
-            return  # an export reads the tables as they are
+            self._older = version if version < len(MIGRATIONS) else None
+            return
         for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):  # frozen
             with self._transaction(con):
                 for sql in statements:
                     con.execute(sql)
                 con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                             [str(number)])
+
+    def _upgrade_once(self, version: int) -> None:
+        """A read-only user of a file of an older schema: one writing connection upgrades
+        it (the newer tables are what the reads expect), or one line says why it cannot."""
+        self.read_only = False
+        try:
+            with self._connect() as con:
+                self._migrate(con)
+        except StoreWriteError as exc:
+            raise StoreError(f"{self.path}: schema version {version} is older than this "
+                             f"monitor's ({len(MIGRATIONS)}) and cannot be upgraded where it "
+                             f"is ({exc.cause_text}); copy the file to a writable place and "
+                             "point storage.path at the copy") from None
+        finally:
+            self.read_only = True
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._connect() as con:
