@@ -17,17 +17,16 @@
   therefore share one file.
 - Every DuckDB error leaves as one StoreError: busy (locked too long),
   damaged (a checksum or an unreadable block: restore a copy, export what
-  is readable), a failed write (no space, read-only: StoreWriteError, exit
-  4) or another storage error. A ROLLBACK after a failed COMMIT (DuckDB has
+  is readable), a failed write (no space, read-only, no permission:
+  StoreWriteError, exit 4) or another storage error (monitor.store.diagnose
+  words them). A ROLLBACK after a failed COMMIT (DuckDB has
   already ended the transaction) never hides the first error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,68 +37,24 @@ from typing import TYPE_CHECKING, Any, Self
 import duckdb
 import numpy as np
 
-from monitor.errors import (
-    StoreBusyError,
-    StoreDamagedError,
-    StoreError,
-    StoreWriteError,
-    WriteCause,
-)
-from monitor.store.records import FileSystem
+from monitor.errors import StoreBusyError, StoreError, StoreWriteError
+from monitor.store.diagnose import classify, duckdb_shaped, refuse_foreign
 from monitor.store.schema import APP, MIGRATIONS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Connection", "Database", "DatabaseError", "file_system", "insert", "size_text"]
+__all__ = ["Connection", "Database", "DatabaseError", "insert"]
 
 # The names the store's other modules use, so that duckdb itself is imported here only.
 Connection = duckdb.DuckDBPyConnection
 DatabaseError = duckdb.Error
 
 _LOCKED = re.compile(r"\b(?:could not set lock|conflicting lock)\b", re.IGNORECASE)
-_NO_ROOM = re.compile(r"no space left on device|disk quota exceeded|file too large",
-                      re.IGNORECASE)
-_READ_ONLY = re.compile(r"read-only file system", re.IGNORECASE)
-_DENIED = re.compile(r"permission denied", re.IGNORECASE)
-_IO = re.compile(r"could not (?:write|fsync|truncate|create)|input/output error|i/o error|"
-                 r"permission denied|read-only file system", re.IGNORECASE)
-_DAMAGED = re.compile(r"corrupt|checksum|metadatareader|replaying wal|not a valid duckdb",
-                      re.IGNORECASE)
-# A DuckDB file: 3 header blocks of 4 KiB, then blocks of 256 KiB; its magic bytes
-# follow the first header's 8-byte checksum.
-_HEADER, _BLOCK = 12288, 262144
-_MAGIC, _MAGIC_AT = b"DUCK", 8
-# Formats DuckDB would hand to an extension, by their own magic: named in the error.
-_FORMATS = ((b"SQLite format 3\x00", "a SQLite database"), (b"PAR1", "a Parquet file"))
 #: Every connection: no extension is installed or loaded behind the monitor's back
 #: (it would fetch code from the internet at run time), and none unsigned.
 _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
            "allow_community_extensions": False, "allow_unsigned_extensions": False}
-
-
-def file_system(path: Path) -> FileSystem:
-    p = path.resolve().parent
-    while not os.path.ismount(p) and p != p.parent:
-        p = p.parent
-    fstype = "?"
-    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as fh:
-        for line in fh:
-            parts = line.split()
-            if len(parts) > 2 and parts[1] == str(p):
-                fstype = parts[2]  # the last entry for a mount point is the visible one
-    try:
-        usage = shutil.disk_usage(p)
-        return FileSystem(str(p), fstype, usage.free, usage.total)
-    except OSError:
-        return FileSystem(str(p), fstype, 0, 0)
-
-
-def _mounted_read_only(mount: str) -> bool:
-    try:
-        return bool(os.statvfs(mount).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
 
 
 class Database:
@@ -174,7 +129,7 @@ class Database:
     def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
         deadline = self._clock() + self.lock_timeout_s
         delay = 0.02
-        self._refuse_foreign()
+        refuse_foreign(self.path)
         while True:
             try:
                 con = duckdb.connect(str(self.path), read_only=self.read_only,
@@ -193,7 +148,7 @@ class Database:
                     raise StoreBusyError(f"{self.path}: in use by another process for more "
                                          f"than {self.lock_timeout_s:g}s ({text[:160]}); try "
                                          "again later") from None
-                if "not a valid duckdb" in text.lower() and not self._duckdb_shaped():
+                if "not a valid duckdb" in text.lower() and not duckdb_shaped(self.path):
                     raise StoreError(f"{self.path}: cannot open as a DuckDB database "
                                      f"({text[:200]}); point storage.path at a new file or a "
                                      "bias-monitor database") from None
@@ -210,70 +165,9 @@ class Database:
             with contextlib.suppress(duckdb.Error):  # closing after a failed write may fail
                 con.close()
 
-    def _refuse_foreign(self) -> None:
-        """A file with content whose header is not DuckDB's is refused before DuckDB
-        opens it: at once, with what it seems to be, and never written to. (A DuckDB
-        file whose header block is damaged keeps its layout: DuckDB reports it.)"""
-        try:
-            with self.path.open("rb") as fh:
-                head = fh.read(16)  # the longest magic: SQLite's
-        except FileNotFoundError:
-            return  # a new database
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot read ({exc.strerror}); check storage.path "
-                             "and the file's permissions") from None
-        if not head or head[_MAGIC_AT:_MAGIC_AT + len(_MAGIC)] == _MAGIC or self._duckdb_shaped():
-            return
-        what = next((name for magic, name in _FORMATS if head.startswith(magic)),
-                    "not a DuckDB database")
-        seems = "" if what.startswith("not") else f"; it is {what}"
-        raise StoreError(f"{self.path}: cannot open as a DuckDB database (no DuckDB header"
-                         f"{seems}); point storage.path at a new file or a bias-monitor "
-                         "database")
-
-    def _duckdb_shaped(self) -> bool:
-        """The file has DuckDB's layout (header blocks + whole 256 KiB blocks): a
-        DuckDB database whose header is damaged, not someone else's file."""
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            return False
-        return size > _HEADER and (size - _HEADER) % _BLOCK == 0
-
     def _classify(self, exc: BaseException) -> StoreError:
-        """The one StoreError a DuckDB error means to the user."""
-        text = " ".join(str(exc).split())[:240]
-        if _NO_ROOM.search(text) or _IO.search(text):
-            return self._write_error(text)
-        if _DAMAGED.search(text):
-            return StoreDamagedError(
-                f"{self.path}: the database file is damaged ({text}); restore it from a "
-                "backup copy, or save what is still readable with `monitor export --parquet "
-                "DIR` first; keep the damaged file for inspection")
-        return StoreError(f"{self.path}: storage error ({text})")
-
-    def _write_error(self, text: str) -> StoreWriteError:
-        """A failed write, with its cause told apart: a file system mounted read-only
-        (whatever DuckDB's text says: EROFS shows up as a failed open, write or fsync), a
-        file the process may not write, or no room (the only cause freeing space cures)."""
-        fs = file_system(self.path)
-        head = f"{self.path}: cannot write ({text}); "
-        if _READ_ONLY.search(text) or _mounted_read_only(fs.mount):
-            return StoreWriteError(f"{head}file system {fs.mount} ({fs.fstype}) is mounted "
-                                   "read-only; remount it read-write or point storage.path at "
-                                   "a writable place (reading works as it is: report, runs, "
-                                   "export, baseline show, plan)", mount=fs.mount,
-                                   free_bytes=fs.free,
-                                   cause=WriteCause.READ_ONLY)
-        if _DENIED.search(text):
-            return StoreWriteError(f"{head}this user may not write it or its folder; give "
-                                   "it write permission or point storage.path elsewhere",
-                                   mount=fs.mount, free_bytes=fs.free,
-                                   cause=WriteCause.PERMISSION)
-        cause = WriteCause.NO_SPACE if _NO_ROOM.search(text) else WriteCause.IO
-        return StoreWriteError(f"{head}file system {fs.mount} ({fs.fstype}) has "
-                               f"{size_text(fs.free)} free of {size_text(fs.total)}",
-                               mount=fs.mount, free_bytes=fs.free, cause=cause)
+        """The one StoreError a DuckDB error means to the user (monitor.store.diagnose)."""
+        return classify(self.path, " ".join(str(exc).split())[:240])
 
     @contextmanager
     def _transaction(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
@@ -357,15 +251,6 @@ class Database:
     def schema_version(self) -> int:
         rows = self._rows("SELECT value FROM meta WHERE key='schema_version'")
         return int(rows[0][0]) if rows else 0
-
-
-def size_text(n: float) -> str:
-    """1536 -> '1.5 KB' (binary units, as df -h)."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
 
 
 def insert(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[tuple[str, str], ...],
