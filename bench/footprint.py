@@ -149,8 +149,10 @@ def _children(pid: int) -> list[int]:
 
 def _checkout(ref: str, dest: Path) -> Path:
     dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", ref, "monitor"], cwd=ROOT, check=True,
-                             capture_output=True).stdout
+    # With its own catalog: the catalogue's format moved on (option_id, 0.4), and the
+    # old code reads only its own.
+    archive = subprocess.run(["git", "archive", ref, "monitor", "probes"], cwd=ROOT,
+                             check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest
 
@@ -205,7 +207,7 @@ def _probe_rows(db: Path) -> int:
 
     if not db.exists():
         return 0
-    return int(Store(db).query("SELECT count(*) FROM probe_calls")[0][0])
+    return sum(s.calls for s in Store(db, read_only=True).run_summaries())
 
 
 def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:

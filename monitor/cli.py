@@ -20,17 +20,31 @@ from monitor.errors import MonitorError
 __all__ = ["main"]
 
 
-def _command(module: str, func: str) -> Callable[[argparse.Namespace], int]:
+def _command(module: str, func: str, *, config: bool = True
+             ) -> Callable[[argparse.Namespace], int]:
     """The command `func` of monitor.commands.<module>, imported when it runs: heavy
-    libraries load only for the command that needs them, so --help stays fast."""
+    libraries load only for the command that needs them, so --help stays fast. With
+    `config`, the configuration is validated before the module is imported: a config
+    error is one line at once, not after seconds of importing LiteLLM or DuckDB."""
     def run(args: argparse.Namespace) -> int:
+        if config:
+            _validate(args)
         mod = importlib.import_module(f"monitor.commands.{module}")
         code: int = getattr(mod, func)(args)
         return code
     return run
 
 
+def _validate(args: argparse.Namespace) -> None:
+    """Load the command's configuration once, for its errors only (about 5 ms; the
+    command loads it again)."""
+    from monitor.config import load_settings
+
+    load_settings(args.config)
+
+
 def _run(args: argparse.Namespace) -> int:
+    _validate(args)
     from monitor.daemon.scheduler import serve
     from monitor.logs import setup_logging
 
@@ -67,9 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     cat = sub.add_parser("catalog", help="check or summarise the probe catalog")
     cat_sub = cat.add_subparsers(dest="catalog_command", metavar="ACTION", required=True)
     for name, func, text in (
-        ("validate", _command("catalog", "catalog_validate"),
+        ("validate", _command("catalog", "catalog_validate", config=False),
          "check every catalog rule; report all problems"),
-        ("stats", _command("catalog", "catalog_stats"), "counts per scenario x country x language"),
+        ("stats", _command("catalog", "catalog_stats", config=False),
+         "counts per scenario x country x language"),
     ):
         p = cat_sub.add_parser(name, help=text, description=text)
         p.add_argument("--catalog", type=Path, default=None, metavar="DIR",
@@ -86,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     ns.add_argument("name", metavar="NAME", help="scenario name, e.g. banking")
     ns.add_argument("--dir", type=Path, default=Path("probes-extra"), metavar="DIR",
                     help="the overlay folder (default ./probes-extra)")
-    ns.set_defaults(func=_command("catalog", "catalog_new_scenario"))
+    ns.set_defaults(func=_command("catalog", "catalog_new_scenario", config=False))
     cp = cat_sub.add_parser("pairs", help="draw the 100 comparison pairs of an overlay scenario",
                             description="Draw the seeded, balanced pairs of a scenario in an "
                                         "overlay folder (the shipped catalogue's rule).")
@@ -94,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--dir", type=Path, default=Path("probes-extra"), metavar="DIR")
     cp.add_argument("--count", type=int, default=100, metavar="N")
     cp.add_argument("--seed", type=int, default=2024, metavar="N")
-    cp.set_defaults(func=_command("catalog", "catalog_pairs"))
+    cp.set_defaults(func=_command("catalog", "catalog_pairs", config=False))
 
     cfg = sub.add_parser("config", help="check the configuration")
     cfg_sub = cfg.add_subparsers(dest="config_command", metavar="ACTION", required=True)
@@ -202,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--endpoint", action="append", metavar="NAME",
                     help="only this endpoint (repeatable; default: all)")
     pl.add_argument("--sd", metavar="X", help="sd of the paired differences (default: "
-                    "estimated from the endpoint's baseline runs)")
+                    "estimated from the endpoint's baseline runs, else its stored runs)")
     pl.add_argument("--delta", metavar="X", help="smallest MD shift to detect, in points "
                     "(default thresholds.drift_md_points)")
     pl.add_argument("--false-alarms-per-100", metavar="X",

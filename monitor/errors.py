@@ -7,7 +7,8 @@
     ├── StoreError             the DuckDB file cannot be used        -> exit 2
     │   ├── StoreBusyError     another process holds it too long
     │   ├── StoreDamagedError  the file is damaged (checksum, unreadable block)
-    │   └── StoreWriteError    a write failed (disk full, read-only) -> exit 4
+    │   └── StoreWriteError    a write failed (disk full, read-only) -> exit 4;
+    │                          its WriteCause tells no space, read-only, permission apart
     └── NoResultsError         a run produced no usable answers      -> exit 3
 
 Messages are one line, name the file / key / value and say how to fix it,
@@ -16,6 +17,8 @@ an interrupted `probe --once`: what was stored stays, and it can be resumed.
 """
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 __all__ = [
     "EXIT_BREACH",
@@ -34,6 +37,7 @@ __all__ = [
     "StoreError",
     "StoreWriteError",
     "UsageError",
+    "WriteCause",
 ]
 
 EXIT_OK = 0
@@ -83,17 +87,36 @@ class StoreDamagedError(StoreError):
     """The file is a DuckDB database whose blocks fail their checksums."""
 
 
+class WriteCause(StrEnum):
+    """Why a write failed: each has its own cure (free space, remount, permissions)."""
+
+    NO_SPACE = "no space"
+    READ_ONLY = "read-only file system"
+    PERMISSION = "permission denied"
+    IO = "I/O error"
+
+
 class StoreWriteError(StoreError):
     """A write did not reach the file (no space, read-only, I/O error)."""
 
     exit_code = EXIT_STORAGE
 
     def __init__(self, message: str, *, mount: str = "?", free_bytes: int = 0,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, cause: WriteCause = WriteCause.IO) -> None:
         super().__init__(message)
         self.mount = mount  # the file system's mount point, for the user's message
         self.free_bytes = free_bytes
         self.run_id = run_id  # the run it stopped, when a run was writing
+        self.cause = cause
+
+    @property
+    def cause_text(self) -> str:
+        """The cause in a few words, with the mount where it is the mount's."""
+        if self.cause == WriteCause.READ_ONLY:
+            return f"{self.mount} is mounted read-only"
+        if self.cause == WriteCause.NO_SPACE:
+            return f"no space left on {self.mount}"
+        return str(self.cause)
 
 
 class NoResultsError(MonitorError):

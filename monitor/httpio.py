@@ -5,7 +5,9 @@ Two users, one client library: the http/<name> target of a run
 the alert sinks of the daemon (monitor.alerts.sinks, one synchronous POST of
 JSON at a time). Both get a plain `Reply`; a request that got no answer
 raises `NoReply`, whose message is the exception's class name only: httpx's
-texts can hold the URL, and a webhook URL is a secret.
+texts can hold the URL, and a webhook URL is a secret. Every request says
+`User-Agent: bias-monitor/<version>` (httpx's own names httpx), unless the
+caller sets one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from monitor import USER_AGENT
 
 __all__ = ["NoReply", "Reply", "post_json", "request"]
 
@@ -58,7 +62,7 @@ async def request(method: str, url: str, *, body: Any, headers: dict[str, str],
     loop = asyncio.get_running_loop()
     pool = _POOLS.get(loop)
     if pool is None:
-        pool = _POOLS[loop] = httpx.AsyncClient()
+        pool = _POOLS[loop] = httpx.AsyncClient(headers={"user-agent": USER_AGENT})
     return _reply(await pool.request(method, url, json=body, headers=headers,
                                      timeout=timeout_s))
 
@@ -67,7 +71,8 @@ def post_json(url: str, body: Any, *, headers: dict[str, str], timeout_s: float)
     """POST `body` as strict JSON (no NaN) and return the answer, whatever its status."""
     data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
     try:
-        with httpx.Client(timeout=timeout_s, follow_redirects=False) as client:
+        with httpx.Client(timeout=timeout_s, follow_redirects=False,
+                          headers={"user-agent": USER_AGENT}) as client:
             return _reply(client.post(url, content=data, headers={
                 "content-type": "application/json", **headers}))
     except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:

@@ -456,3 +456,110 @@ def test_a_bad_report_base_url_is_one_line_that_does_not_echo_it(
     msg = _config_error(path)
     assert msg.startswith(f"{path}: report.base_url: ") and hint in msg, msg
     assert url not in msg and "hunter2pass" not in msg
+
+
+# -- issue 34: misspellings, every problem at once, before any heavy import ----------------
+
+
+def test_an_unknown_environment_section_is_an_error_naming_the_section_meant(
+        tmp_path: Path, clean_env: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "c.yaml", _config())
+    # Another program's variables without `__` are left alone (Kubernetes sets these for a
+    # Service named `monitor`), as is the config path.
+    clean_env.setenv("MONITOR_PORT", "tcp://10.0.0.1:9464")
+    clean_env.setenv("MONITOR_SERVICE_HOST", "10.0.0.1")
+    clean_env.setenv("MONITOR_CONFIG", str(path))
+    assert load_settings(path)[0].sampling.triplets_per_run == 4
+    clean_env.setenv("MONITOR_SAMPLNG__TRIPLETS_PER_RUN", "5")
+    msg = _config_error(path)
+    assert msg == (f"{path}: environment MONITOR_SAMPLNG__TRIPLETS_PER_RUN: no configuration "
+                   "section 'samplng'; did you mean MONITOR_SAMPLING__TRIPLETS_PER_RUN?")
+    clean_env.delenv("MONITOR_SAMPLNG__TRIPLETS_PER_RUN")
+    clean_env.setenv("MONITOR_ENDPOINT", '[{"name": "x", "model": "openai/x"}]')  # JSON: meant
+    assert "did you mean MONITOR_ENDPOINTS?" in _config_error(path)
+
+
+@pytest.mark.parametrize(("cfg", "var", "wanted"), [
+    (_config(sampling={"triplets_pr_run": 5}), None,
+     "sampling.triplets_pr_run: unknown key; did you mean triplets_per_run?"),
+    (_config(endpoints=[{"name": "main", "modle": "openai/x", "model": "openai/x"}]), None,
+     "endpoints.0.modle: unknown key; did you mean model?"),
+    (_config(alerts={"slack": {"webhook_url_evn": "X"}}), None,
+     "alerts.slack.webhook_url_evn: unknown key; did you mean webhook_url_env?"),
+    (_config(), ("MONITOR_SAMPLING__TRIPLETS_PR_RUN", "5"),
+     "unknown key; did you mean MONITOR_SAMPLING__TRIPLETS_PER_RUN? (from environment "
+     "MONITOR_SAMPLING__TRIPLETS_PR_RUN)"),
+    (_config(sampling={"zzzz": 5}), None,
+     "sampling.zzzz: unknown key; remove it or check its spelling"),
+])
+def test_a_misspelled_key_names_the_key_meant(tmp_path: Path, clean_env: pytest.MonkeyPatch,
+                                              cfg: dict[str, Any], var: tuple[str, str] | None,
+                                              wanted: str) -> None:
+    path = _write(tmp_path / "c.yaml", cfg)
+    if var:
+        clean_env.setenv(*var)
+    assert wanted in _config_error(path)
+
+
+def test_every_problem_is_listed_on_one_line(tmp_path: Path,
+                                            clean_env: pytest.MonkeyPatch) -> None:
+    path = _write(tmp_path / "c.yaml", _config(endpoints=[{"name": "main"}],
+                                               sampling={"triplets_pr_run": 5}))
+    clean_env.setenv("MONITOR_SAMPLNG__SEED", "1")
+    msg = _config_error(path)
+    assert msg.startswith(f"{path}: 3 problems: (1) environment MONITOR_SAMPLNG__SEED: ")
+    assert "(2) endpoints.0.model: required key is missing" in msg
+    assert "(3) sampling.triplets_pr_run: unknown key; did you mean triplets_per_run?" in msg
+    assert "more]" not in msg
+
+
+@pytest.mark.parametrize(("schedule", "env", "cron", "every", "warned"), [
+    ({"every": "15m"}, None, None, "15m", False),
+    ({}, "6h", None, "6h", False),
+    ({"cron": "0 * * * *"}, "6h", None, "6h", True),
+    ({}, None, "0 */6 * * *", None, False),
+])
+def test_config_check_shows_the_schedule_that_applies(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_env: pytest.MonkeyPatch,
+        schedule: dict[str, str], env: str | None, cron: str | None, every: str | None,
+        warned: bool) -> None:
+    path = _write(tmp_path / "c.yaml", _config(schedule=schedule))
+    if env:
+        clean_env.setenv("MONITOR_SCHEDULE__EVERY", env)
+    code, out, err = _check(capsys, path)
+    assert code == 0, err
+    assert _json_after_comment(out)["schedule"] == {"cron": cron, "every": every}
+    assert ("schedule.cron '0 * * * *' is ignored: schedule.every (6h) applies" in err) == warned
+
+
+def test_a_config_error_comes_before_any_heavy_import(tmp_path: Path) -> None:
+    """Every command validates its configuration before it imports LiteLLM, DuckDB,
+    pandas, matplotlib or APScheduler: a config error in well under a second."""
+    import subprocess
+    import sys
+
+    path = _write(tmp_path / "c.yaml", _config(sampling={"triplets_pr_run": 5}))
+    c = ["--config", str(path)]
+    argvs = [["probe", "--once", *c], ["baseline", "calibrate", *c], ["baseline", "set",
+             "--latest", *c], ["baseline", "show", *c], ["report", *c], ["runs", *c],
+             ["export", "--parquet", str(tmp_path / "x"), *c], ["plan", *c],
+             ["config", "check", *c], ["run", *c]]
+    code = ("import io, json, sys, time\n"
+            "from contextlib import redirect_stderr\n"
+            "from monitor.cli import main\n"
+            "out = []\n"
+            f"for argv in {argvs!r}:\n"
+            "    t = time.monotonic()\n"
+            "    with redirect_stderr(io.StringIO()) as err:\n"
+            "        rc = main(argv)\n"
+            "    out.append([argv[0], rc, time.monotonic() - t, err.getvalue()])\n"
+            "heavy = ['litellm', 'duckdb', 'pandas', 'scipy', 'matplotlib', 'apscheduler']\n"
+            "print(json.dumps([out, [m for m in heavy if m in sys.modules]]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    results, imported = json.loads(proc.stdout)
+    assert imported == []
+    for name, rc, seconds, err in results:
+        assert rc == 2 and "did you mean triplets_per_run?" in err, (name, err)
+        assert seconds < 1.0, (name, seconds)

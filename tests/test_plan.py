@@ -86,11 +86,15 @@ def test_sd_estimated_from_a_real_probe_runs_baseline(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = write_config(tmp_path, [SIM], sampling={"triplets_per_run": 40},
                        schedule={"every": "1d", "cron": None})
+    assert main(["plan", "--config", str(cfg)]) == 2  # nothing stored, no --sd
+    err = capsys.readouterr().err
+    assert "no baseline and no complete run" in err and "--sd" in err
+    assert "`monitor baseline calibrate`" in err and "`monitor probe --once`" in err
     assert main(["probe", "--once", "--config", str(cfg), "--json"]) == 0
     capsys.readouterr()
-    assert main(["plan", "--config", str(cfg)]) == 2  # no baseline yet, no --sd
-    err = capsys.readouterr().err
-    assert "no baseline" in err and "`monitor baseline calibrate`" in err and "--sd" in err
+    # Runs stored, no baseline yet: the sd comes from the runs an automatic one would take.
+    (before,) = _plan(cfg, capsys, "--delta", "0.5", "--baseline-triplets", "2000")["plans"]
+    assert before["sd_source"] == "stored runs (1 runs, 40 triplets; no baseline yet)"
     assert main(["baseline", "set", "--latest", "1", "--config", str(cfg)]) == 0
     capsys.readouterr()
     # A baseline the user set stays until replaced: one run of 40 triplets carries an
@@ -102,6 +106,7 @@ def test_sd_estimated_from_a_real_probe_runs_baseline(
     assert "`monitor baseline calibrate` sets a larger one" in capsys.readouterr().out
     (p,) = _plan(cfg, capsys, "--delta", "0.5", "--baseline-triplets", "2000")["plans"]
     assert p["sd_source"].startswith("baseline (1 runs, 40 triplets)")
+    assert p["sd"] == before["sd"]  # the same run, as baseline or not
     # noise_sd 1 on integer scores: sd of d = sqrt(5/6 * (1 + 1/12)) ~ 0.95 per option.
     assert 0.6 < p["sd"] < 1.3
     assert p["mean_tokens_per_call"] > 0

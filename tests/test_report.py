@@ -295,6 +295,7 @@ def test_markdown_for_pull_requests(history: dict[str, Any],
     assert re.search(r"_[+-]\d\.\d\d \[[^]]*\] n=[1-4]_", text)
     assert not re.search(r"\*\*[^*]* n=[1-4]\*\*", text)
     assert "<script" not in text
+    assert "&#" not in text and "beside" not in text  # no HTML entities, no page layout
 
 
 def test_since_pools_runs(history: dict[str, Any]) -> None:

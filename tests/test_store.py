@@ -203,6 +203,20 @@ def test_an_older_schema_is_upgraded_keeping_its_data(db: Path) -> None:
     assert [r.run_id for r in Store(db).runs()] == ["old"]
 
 
+def test_a_reader_upgrades_an_older_schema_once_and_the_export_reads_it_as_it_is(
+        db: Path) -> None:
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', '1')", [APP])
+    for sql in MIGRATIONS[0]:
+        con.execute(sql)
+    con.close()
+    assert Store(db, read_only=True, upgrade=False).schema_version == 1
+    reader = Store(db, read_only=True)
+    assert reader.schema_version == len(MIGRATIONS) and reader.read_only
+    assert reader.runs() == []
+
+
 def test_a_text_file_is_refused_and_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "notes.duckdb"
     path.write_bytes(b"hello, not a database")
@@ -590,3 +604,33 @@ def test_a_corrupt_block_is_reported_at_once_not_as_a_busy_file(tmp_path: Path) 
         Store(path, lock_timeout_s=20, sleep=waits.append).runs()
     assert "storage.path" not in str(info.value)  # never: abandon the history for a new file
     assert waits == []  # at once: no retry as for a busy file
+
+
+def test_a_sqlite_file_is_refused_at_once_without_fetching_an_extension(
+        tmp_path: Path) -> None:
+    """DuckDB hands a SQLite file to its sqlite_scanner extension, which it would
+    download from the internet (seconds, then an error naming the URL): refused at
+    once instead, saying what the file is, and left as it was."""
+    import sqlite3
+    import time
+
+    path = tmp_path / "app.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE notes (x)")
+    con.commit()
+    con.close()
+    started = time.monotonic()
+    _assert_refused_untouched(path)
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(StoreError) as info:
+        Store(path, read_only=True)
+    msg = str(info.value)
+    assert "a SQLite database" in msg and "http" not in msg and "extension" not in msg
+
+
+def test_no_connection_may_install_or_load_an_extension(store: Store) -> None:
+    with store._connect() as con:  # the store's own connection, as every operation gets it
+        got = con.execute("SELECT current_setting('autoinstall_known_extensions'), "
+                          "current_setting('autoload_known_extensions'), "
+                          "current_setting('allow_community_extensions')").fetchone()
+    assert got == (False, False, False)

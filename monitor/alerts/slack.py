@@ -24,6 +24,7 @@ from slack_sdk import WebClient
 from slack_sdk.http_retry import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 from slack_sdk.webhook import WebhookClient
 
+from monitor import USER_AGENT
 from monitor.alerts.sinks import Message, Outcome, headline
 from monitor.config import Report, Slack
 from monitor.vocab import Condition
@@ -110,6 +111,11 @@ class SlackNotifier:
                                       logger=_sdk_log) if url else None
         self._web = WebClient(token=token, timeout=timeout_s, retry_handlers=handlers,
                               logger=_sdk_log) if token and cfg.channel and not url else None
+        # slack_sdk's User-Agent names the kernel release and Python version: ours instead.
+        if self._webhook is not None:
+            self._webhook.default_headers["User-Agent"] = USER_AGENT
+        if self._web is not None:
+            self._web.headers["User-Agent"] = USER_AGENT
         self._channel = cfg.channel
         self.sent = 0
         self.failed = 0

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from monitor.catalog import load_catalog
+from monitor.commands.reading import stored
 from monitor.config import load_settings
 from monitor.errors import UsageError
 from monitor.stats import md_of, nullable
@@ -60,14 +61,15 @@ def baseline_set(args: argparse.Namespace) -> int:
 def baseline_show(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
-    store = Store(settings.storage.path, lock_timeout_s=60)
+    store = stored(settings.storage.path)  # read-only: works on a backup or a read-only mount
     out: list[dict[str, Any]] = []
     for name in args.endpoint or [e.name for e in settings.endpoints]:
         settings.endpoint(name)
-        base = store.baseline(name)
+        base = store.baseline(name) if store is not None else None
         if base is None:
             out.append({"endpoint": name, "baseline": None})
             continue
+        assert store is not None  # a baseline was read from it
         runs = [r for r in (store.get_run(x) for x in base.run_ids) if r is not None]
         langs = runs[0].languages if runs else list(catalog.languages)
         md = md_of(store, base.run_ids, langs, catalog.languages)

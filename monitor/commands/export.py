@@ -15,7 +15,7 @@ def export_command(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
     since = parse_since(args.since) if args.since else None
     # Read-only: an export must work on a file too damaged (or too full) to write.
-    store = Store(settings.storage.path, lock_timeout_s=60, read_only=True)
+    store = Store(settings.storage.path, lock_timeout_s=60, read_only=True, upgrade=False)
     result = store.export_parquet(args.parquet, since)
     for table, n in result.counts.items():
         print(f"{table}: {n} rows -> {args.parquet / table}/date=*/endpoint=*/")

@@ -10,7 +10,9 @@ import numpy as np
 from monitor.catalog import Catalog
 from monitor.errors import UsageError
 from monitor.stats import md_of
-from monitor.store import Store
+from monitor.store import RunRow, Store
+from monitor.vocab import FINISHED
+from monitor.watch import Scope
 from monitor.watch.plan import (
     POWER,
     Cells,
@@ -75,17 +77,35 @@ def _stored(store: Store | None, endpoint: str, catalog: Catalog,
     if sd_arg is not None:
         return sd_arg, "--sd", usage
     base = store.baseline(endpoint) if store is not None else None
-    if store is None or base is None:
-        raise UsageError(f"endpoint {endpoint}: no baseline to estimate the sd from; pass --sd "
-                         "(0.95 is the demo's), or make one with `monitor baseline calibrate` "
-                         "or `monitor baseline set --latest N`")
-    runs = [r for r in (store.get_run(x) for x in base.run_ids) if r is not None]
-    langs = runs[0].languages if runs else list(catalog.languages)
-    sd = sd_from_md(md_of(store, base.run_ids, langs, catalog.languages))
+    if base is not None:
+        assert store is not None
+        runs = [r for r in (store.get_run(x) for x in base.run_ids) if r is not None]
+        what, note = "baseline", ""
+    else:  # no baseline yet: the runs the automatic one would be made of
+        runs = _comparable_runs(store, endpoint)
+        what, note = "stored runs", "; no baseline yet"
+    if store is None or not runs:
+        raise UsageError(f"endpoint {endpoint}: no baseline and no complete run to estimate "
+                         "the sd from; pass --sd (0.95 is the demo's), run `monitor probe "
+                         "--once`, or make a baseline with `monitor baseline calibrate`")
+    langs = runs[0].languages
+    sd = sd_from_md(md_of(store, [r.run_id for r in runs], langs, catalog.languages))
     if not math.isfinite(sd) or sd <= 0:
-        raise UsageError(f"endpoint {endpoint}: the baseline has too few complete triplets to "
-                         "estimate the sd; pass --sd or set a larger baseline")
-    return sd, f"baseline ({len(runs)} runs, {sum(r.triplets for r in runs)} triplets)", usage
+        raise UsageError(f"endpoint {endpoint}: too few complete triplets in the {what} to "
+                         "estimate the sd; pass --sd, or store more runs")
+    return sd, (f"{what} ({len(runs)} runs, {sum(r.triplets for r in runs)} triplets{note})"
+                ), usage
+
+
+def _comparable_runs(store: Store | None, endpoint: str) -> list[RunRow]:
+    """The finished runs in the scope of the endpoint's latest one (monitor.watch.scope):
+    the runs an automatic baseline would be made of (monitor.watch.baseline)."""
+    if store is None:
+        return []
+    runs = [r for r in store.runs(endpoint) if r.status in FINISHED]
+    if not runs:
+        return []
+    return Scope.of(max(runs, key=lambda r: r.started_at)).pools(runs)
 
 
 def _persistence(store: Store | None, endpoint: str, arg: float | None
@@ -118,8 +138,8 @@ def plan_command(args: Any) -> int:
     import json
 
     from monitor.catalog import load_catalog
+    from monitor.commands.reading import stored
     from monitor.config import load_settings
-    from monitor.store import Store
 
     settings, source = load_settings(args.config)
     t, s, mrf = settings.thresholds, settings.sampling, settings.alerts.min_runs_firing
@@ -139,8 +159,7 @@ def plan_command(args: Any) -> int:
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     cells = cell_shares(catalog, s.scenarios, s.languages)
     per_day = _runs_per_day(settings, source)
-    # Never create a database just to plan: only an existing file is read.
-    store = Store(settings.storage.path) if settings.storage.path.is_file() else None
+    store = stored(settings.storage.path)  # read-only; no file: nothing stored yet
     auto = settings.baseline.auto_min_triplets
     out = []
     for ep in endpoints:

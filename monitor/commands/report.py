@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from monitor.catalog import load_catalog
+from monitor.commands.reading import stored
 from monitor.config import load_settings, parse_since
 from monitor.errors import NoResultsError, UsageError
 from monitor.report import build, render_html, render_markdown, trend_to, unreadable
@@ -76,7 +77,10 @@ def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[st
 def report_command(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
-    store = Store(settings.storage.path, lock_timeout_s=60)
+    store = stored(settings.storage.path)  # read-only: a backup, a snapshot, a read-only mount
+    if store is None:
+        raise NoResultsError(f"no finished runs in {settings.storage.path} (no such file); run "
+                             "`monitor probe --once` first, or check storage.path")
     chosen = select_runs(store, args, str(settings.storage.path))
     reports = []
     with store.session():

@@ -12,8 +12,9 @@ import argparse
 import json
 from typing import Any
 
+from monitor.commands.reading import stored
 from monitor.config import Settings, load_settings
-from monitor.store import RunSummary, Store
+from monitor.store import RunSummary
 from monitor.store import owner as owners
 from monitor.vocab import RunStatus
 
@@ -44,12 +45,9 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
     for name in endpoints or []:
         settings.endpoint(name)  # an unknown name is an error, not an empty list
     path = settings.storage.path
-    if not path.is_file():
-        rows: list[RunSummary] = []
-    else:
-        store = Store(path, lock_timeout_s=60, read_only=True)
-        rows = [s for s in store.run_summaries()
-                if not endpoints or s.run.endpoint in endpoints]
+    store = stored(path)
+    rows = [] if store is None else [s for s in store.run_summaries()
+                                     if not endpoints or s.run.endpoint in endpoints]
     if limit > 0:
         kept: dict[str, list[RunSummary]] = {}
         for s in rows:

@@ -8,14 +8,16 @@ over the file. `masked_dump` is what `monitor config check` prints.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConfigSettingsSource
 
 from monitor.config.model import Settings
@@ -23,8 +25,11 @@ from monitor.config.sinks import unset_variables
 from monitor.errors import ConfigError, UsageError
 from monitor.yamlfile import YamlError, load_yaml
 
-__all__ = ["demo_config_path", "load_settings", "masked_dump", "parse_since",
+__all__ = ["demo_config_path", "env_problems", "load_settings", "masked_dump", "parse_since",
            "resolve_config_path"]
+
+_ENV_PREFIX = "MONITOR_"
+_ENV_OWN = frozenset({"MONITOR_CONFIG"})  # the config file's path, not a section
 
 
 def demo_config_path() -> Path:
@@ -64,13 +69,18 @@ def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
         ) -> tuple[PydanticBaseSettingsSource, ...]:
             return init_settings, env_settings, YamlConfigSettingsSource(settings_cls, path)
 
+    # pydantic-settings reads only the variables of known sections: a misspelled
+    # section (MONITOR_SAMPLNG__...) would be ignored without a word.
+    problems = env_problems(os.environ)
     try:
         settings = _FromFile()
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc, path)) from None
+        raise ConfigError(_one_line(path, problems + _problems(exc))) from None
     except Exception as exc:  # YAML syntax errors, unreadable files
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{path}: cannot read config: {first}") from None
+    if problems:
+        raise ConfigError(_one_line(path, problems))
     data = settings.model_dump()
     # A system prompt file or a catalog overlay is found next to the config that names it
     # (a mounted config directory in a container), not where the daemon starts.
@@ -83,22 +93,90 @@ def load_settings(path: Path | None = None) -> tuple[Settings, Path]:
     return Settings.model_validate(data), path
 
 
-def _union_members(errors: list[Any]) -> tuple[tuple[Any, ...], list[Any]]:
-    """(the key, its errors) of the first error. A union (a number or "auto") fails once
-    per member, each with the same input and the member's tag ("constrained-float",
-    "literal['auto']") as the last part of its path: the user wrote the key, not a
-    tag, so the tag is left out and the members' rules are said together."""
-    err = errors[0]
-    loc = tuple(err["loc"])
-    members = [e for e in errors if len(loc) > 1 and tuple(e["loc"][:-1]) == loc[:-1]
-               and isinstance(e["loc"][-1], str) and repr(e.get("input")) == repr(err.get("input"))]
-    return (loc[:-1], members) if len(members) > 1 else (loc, [err])
+def env_problems(environ: Mapping[str, str]) -> list[str]:
+    """Each MONITOR_<SECTION>__<KEY> variable whose section the configuration does not
+    have, with the section it is closest to. A MONITOR_<NAME> without `__` is a whole
+    section as JSON: one whose name is no section is an error only when its value is
+    JSON, so that other programs' variables (Kubernetes sets MONITOR_PORT and
+    MONITOR_SERVICE_HOST for a Service named `monitor`) are left alone."""
+    sections = list(Settings.model_fields)
+    out = []
+    for name in sorted(environ):
+        if not name.upper().startswith(_ENV_PREFIX) or name.upper() in _ENV_OWN:
+            continue
+        rest = name[len(_ENV_PREFIX):]
+        section = rest.split("__", 1)[0].lower()
+        if section in sections:
+            continue
+        if "__" not in rest and not environ[name].lstrip().startswith(("{", "[")):
+            continue
+        near = difflib.get_close_matches(section, sections, n=1)
+        hint = (f"did you mean {_ENV_PREFIX}{near[0].upper()}{rest[len(section):]}?" if near
+                else f"the sections are {', '.join(sections)}")
+        out.append(f"environment {name}: no configuration section {section!r}; {hint}")
+    return out
 
 
-def _one_line(exc: ValidationError, path: Path) -> str:
+def _keys_at(loc: Sequence[Any]) -> list[str]:
+    """The keys the configuration has where `loc` points (list indexes skipped)."""
+    model: Any = Settings
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+        if model is None:
+            return []
+    return list(getattr(model, "model_fields", {}))
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The model inside `X`, `X | None`, `list[X]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (found := _model_in(arg)) is not None:
+            return found
+    return None
+
+
+def _unknown_key(loc: Sequence[Any], env: str | None) -> str:
+    """With the key it is closest to: as a variable when a variable named this very key."""
+    near = difflib.get_close_matches(str(loc[-1]), _keys_at(loc[:-1]), n=1)
+    if not near:
+        return "unknown key; remove it or check its spelling against the contract's keys"
+    names = [str(p).upper() for p in loc]
+    if env is not None and env == _ENV_PREFIX + "__".join(names):
+        var = _ENV_PREFIX + "__".join([*names[:-1], near[0].upper()])
+        return f"unknown key; did you mean {var}?"
+    return f"unknown key; did you mean {near[0]}?"
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    """One text per problem, `key: what is wrong (source)`. A union (a number or "auto")
+    fails once per member, each with the same input and the member's tag
+    ("constrained-float", "literal['auto']") as the last part of its path: the user
+    wrote the key, not a tag, so the tag is left out and the members' rules are said
+    together."""
     errors = exc.errors()
-    err = errors[0]
-    where, same = _union_members(errors)
+    out, used = [], set()
+    for i, err in enumerate(errors):
+        if i in used:
+            continue
+        loc = tuple(err["loc"])
+        same = [j for j, e in enumerate(errors) if j not in used and len(loc) > 1
+                and tuple(e["loc"][:-1]) == loc[:-1] and isinstance(e["loc"][-1], str)
+                and repr(e.get("input")) == repr(err.get("input"))]
+        where = loc[:-1] if len(same) > 1 else loc
+        members = [errors[j] for j in same] if len(same) > 1 else [err]
+        used.update(same if len(same) > 1 else [i])
+        out.append(_problem(where, err, members))
+    return out
+
+
+def _problem(where: tuple[Any, ...], err: Any, same: list[Any]) -> str:
     key = ".".join(str(p) for p in where) or "(top level)"
     # The variable that set this key or one of its parents (MONITOR_ALERTS__SLACK__X,
     # MONITOR_ENDPOINTS as JSON), longest first.
@@ -107,7 +185,7 @@ def _one_line(exc: ValidationError, path: Path) -> str:
                 if (name := "MONITOR_" + "__".join(loc[:i])) in os.environ), None)
     source = f" (from environment {env})" if env else ""
     if err["type"] == "extra_forbidden":
-        msg = "unknown key; remove it or check its spelling against the contract's keys"
+        msg = _unknown_key(where, env)
     elif err["type"] == "missing":
         msg = "required key is missing"
     else:
@@ -116,9 +194,15 @@ def _one_line(exc: ValidationError, path: Path) -> str:
         # A key pasted where its variable's NAME belongs must not be echoed back.
         shown = "" if isinstance(value, dict | list) or secretish else f" (got {value!r})"
         msg = "; or ".join(dict.fromkeys(e["msg"] for e in same)) + shown
-    rest = len(errors) - len(same)
-    more = f" [+{rest} more]" if rest else ""
-    return f"{path}: {key}: {msg}{source}{more}"
+    return f"{key}: {msg}{source}"
+
+
+def _one_line(path: Path, problems: list[str]) -> str:
+    """Every problem at once, on one line."""
+    if len(problems) == 1:
+        return f"{path}: {problems[0]}"
+    return f"{path}: {len(problems)} problems: " + " ".join(
+        f"({i}) {text}" for i, text in enumerate(problems, start=1))
 
 
 # Parameter names whose values are secrets, matched as whole words of the name
@@ -191,6 +275,10 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
             pd["url"] = _mask_url(pd["url"])
             warnings.append(f"{source}: alerts.pagerduty.url carries credentials or query "
                             "values (masked here); the routing key belongs in routing_key_env")
+    if settings.schedule.every and settings.schedule.cron:
+        data["schedule"]["cron"] = None
+        warnings.append(f"{source}: schedule.cron {settings.schedule.cron!r} is ignored: "
+                        f"schedule.every ({settings.schedule.every}) applies; remove one")
     warnings += [f"{source}: {line}" for line in unset_variables(alerts.webhook,
                                                                  alerts.pagerduty)]
     return data, warnings

@@ -163,6 +163,16 @@ class Schedule(BaseModel):
     cron: str | None = Field("0 */6 * * *", description="Cron expression (UTC).")
     every: str | None = Field(None, description="Interval such as 30s, 15m, 6h, 1d.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_schedule(cls, data: Any) -> Any:
+        """`every` wins over `cron` (the scheduler's rule): given alone it leaves no
+        default cron beside it, so the effective configuration shows the schedule that
+        applies. Both given: kept, and `config check` warns that cron is ignored."""
+        if isinstance(data, dict) and data.get("every") is not None and "cron" not in data:
+            return {**data, "cron": None}
+        return data
+
     @field_validator("every")
     @classmethod
     def _every(cls, v: str | None) -> str | None:

@@ -16,7 +16,8 @@
   status raises with its code and headers, so that LiteLLM maps it to its
   exceptions and the retry rules below apply as for any provider.
 - Extra headers (endpoints[].headers_env) and the key are secrets: every
-  error text is masked with all of them.
+  error text is masked with all of them. Every call says `User-Agent:
+  bias-monitor/<version>` and no host details (_IDENTITY).
 - answer_format json_schema asks for a response schema; a provider that
   rejects it (a 400 naming the response format) is asked in text from then
   on, and each call records the format it was really asked in.
@@ -40,6 +41,7 @@ os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before the import: no net
 import litellm
 from litellm.llms.custom_llm import CustomLLM
 
+from monitor import USER_AGENT
 from monitor.config import Endpoint
 from monitor.measure import http_target
 from monitor.measure.ratelimit import RateLimiter
@@ -75,6 +77,13 @@ litellm.drop_params = True  # a provider without `temperature` must not fail the
 warnings.filterwarnings("ignore", message=r"coroutine '\w+\.acompletion' was never awaited",
                         category=RuntimeWarning)
 
+#: Sent with every call, under the endpoint's own headers (which win): who asks, and no
+#: host details. The OpenAI SDK, which LiteLLM uses for OpenAI-compatible providers,
+#: adds the operating system, architecture and Python version (X-Stainless-*): they
+#: are overridden with its own words for "not known" (an http/ target gets none).
+_IDENTITY = {"User-Agent": USER_AGENT}
+_NO_PLATFORM = {"X-Stainless-OS": "Unknown", "X-Stainless-Arch": "unknown",
+                "X-Stainless-Runtime-Version": "unknown"}
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _BACKOFF_BASE_S = 1.0
 _BACKOFF_CAP_S = 60.0
@@ -255,8 +264,11 @@ class LLMClient:
                                   **self._params}
         if schema is not None:
             kwargs["response_format"] = {"type": "json_schema", "json_schema": schema}
-        if self._headers:
-            kwargs["extra_headers"] = self._headers
+        ours = _IDENTITY if self._target is not None or ep.simulated else {
+            **_IDENTITY, **_NO_PLATFORM}
+        own = {k.lower() for k in self._headers}
+        kwargs["extra_headers"] = {**{k: v for k, v in ours.items() if k.lower() not in own},
+                                   **self._headers}
         if self._target is not None:
             kwargs["http_target"] = self._target
             kwargs["language"] = language

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from monitor.errors import StoreBusyError, StoreError, StoreWriteError
+from monitor.errors import StoreBusyError, StoreError, StoreWriteError, WriteCause
 from monitor.measure.ports import BatchStore
 from monitor.measure.rows import Record, columns
 from monitor.measure.spool import Spool, find_spools, read_spool
@@ -184,22 +184,30 @@ class Writer:
         """The one error that says what stopped the run, what was kept where, and what
         to free."""
         sp = self.spool
-        parts = [str(exc), f"the run stopped asking ({not_asked} of {total} calls not made)"]
+        parts = [str(exc), f"the run stopped asking ({not_asked} of {total} calls not made)"
+                 if not_asked else f"every one of the run's {total} calls had been made"]
         if sp.records:
             parts.append(f"{sp.records} answers not written are kept in {sp.path} and "
                          "imported by --resume")
         if self.lost:
             parts.append(f"{self.lost} answers could not be kept anywhere")
+        if isinstance(exc, StoreWriteError) and exc.cause in (WriteCause.NO_SPACE,
+                                                              WriteCause.IO):
+            parts.append(_room(exc, sp.bytes, sp.records, not_asked))
         if isinstance(exc, StoreWriteError):
-            per = sp.bytes / sp.records if sp.records else 4096.0
-            # DuckDB writes the WAL, then checkpoints into new 256 KiB blocks: room for a
-            # few times the data, plus a margin for its block allocation.
-            need = 4 * (sp.bytes + not_asked * per) + 8 * 2**20
-            parts.append(f"free at least {size_text(need)} on {exc.mount} or move "
-                         "storage.path")
             return StoreWriteError("; ".join(parts), mount=exc.mount, free_bytes=exc.free_bytes,
-                                   run_id=self.run_id)
+                                   run_id=self.run_id, cause=exc.cause)
         return type(exc)("; ".join(parts))
+
+
+def _room(exc: StoreWriteError, spooled_bytes: int, spooled: int, not_asked: int) -> str:
+    """The space to free: only for a full disk (or an I/O error that may be one); a
+    read-only mount or a missing permission says its own cure (monitor.store.db)."""
+    per = spooled_bytes / spooled if spooled else 4096.0
+    # DuckDB writes the WAL, then checkpoints into new 256 KiB blocks: room for a few
+    # times the data, plus a margin for its block allocation.
+    need = 4 * (spooled_bytes + not_asked * per) + 8 * 2**20
+    return f"free at least {size_text(need)} on {exc.mount} or move storage.path"
 
 
 def import_spools(store: BatchStore, run_id: str) -> int:

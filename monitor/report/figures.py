@@ -175,22 +175,17 @@ _SPAN = {"firing": ("crimson", 0.13), "pending": ("orange", 0.12)}
 
 def trend_panels(path: Path, panels: Mapping[str, Panel], *, title: str, ylabel: str,
                  xlabels: Sequence[str] = ()) -> Path:
-    """Small multiples, each with its own y range set by its reliable points (a thin
-    point outside it is drawn at the edge as a grey triangle), the baseline's CI as a
-    band, alert periods shaded."""
+    """Small multiples, each on its own y range, the baseline's CI as a band, alert
+    periods shaded. A panel's range holds every point drawn where it is: the reliable
+    points with their CI band, the thin ones (grey, open, no CI) and the baseline's
+    band; a point is never clipped nor moved to the frame."""
     n = max(1, len(panels))
     cols = min(3, n)
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(3.5 * cols, 2.5 * rows), squeeze=False)
     for ax, (name, p) in zip(axes.flat, panels.items(), strict=False):
         good = [(x, e) for x, e in p.points if e.mark != "thin"]
-        spread = [v for _, e in (good or p.points) for v in (e.value, e.lo, e.hi)
-                  if math.isfinite(v)] + [0.0]
-        if p.baseline is not None:
-            spread += [v for v in p.baseline if math.isfinite(v)]
-        lo, hi = min(spread), max(spread)
-        pad = max(0.1, 0.08 * (hi - lo))
-        lo, hi = lo - pad, hi + pad
+        lo, hi = panel_limits(p)
         for x0, x1, state in p.spans:
             color, alpha = _SPAN.get(state, ("grey", 0.1))
             ax.axvspan(x0 - 0.5, x1 + 0.5, color=color, alpha=alpha, linewidth=0)
@@ -205,10 +200,8 @@ def trend_panels(path: Path, panels: Mapping[str, Panel], *, title: str, ylabel:
             ax.fill_between(xs, [e.lo for _, e in good], [e.hi for _, e in good], alpha=0.2,
                             linewidth=0, color="#222222")
         for x, e in p.points:
-            if e.mark == "thin":
-                v = min(max(e.value, lo), hi)
-                shape = "o" if v == e.value else ("^" if v == hi else "v")
-                ax.plot([x], [v], marker=shape, markersize=4, color=_COLOR["thin"],
+            if e.mark == "thin" and math.isfinite(e.value):
+                ax.plot([x], [e.value], marker="o", markersize=4, color=_COLOR["thin"],
                         markerfacecolor="white")
         ax.set_ylim(lo, hi)
         ax.axhline(0, color="black", linewidth=0.5)
@@ -226,6 +219,20 @@ def trend_panels(path: Path, panels: Mapping[str, Panel], *, title: str, ylabel:
         ax.set_ylabel(ylabel, fontsize=8)
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
+
+
+def panel_limits(p: Panel) -> tuple[float, float]:
+    """The y range of a trend panel: every drawn value (each point, a reliable point's CI,
+    the baseline and its CI, 0) inside, with a margin of 8% (at least 0.1) so that a
+    marker at the extreme is drawn whole."""
+    drawn = [e.value for _, e in p.points]
+    drawn += [v for _, e in p.points if e.mark != "thin" for v in (e.lo, e.hi)]
+    if p.baseline is not None:
+        drawn += list(p.baseline)
+    spread = [v for v in drawn if math.isfinite(v)] + [0.0]
+    lo, hi = min(spread), max(spread)
+    pad = max(0.1, 0.08 * (hi - lo))
+    return lo - pad, hi + pad
 
 
 def _finish(ax: Axes, title: str, xlabel: str, ylabel: str, *, legend: bool) -> None:

@@ -8,7 +8,7 @@ an answer can add a table column, a link or markup.
 
 from __future__ import annotations
 
-import html
+import re
 from typing import Any
 
 from monitor.report.build import EndpointReport
@@ -19,11 +19,29 @@ from monitor.vocab import POOLED
 __all__ = ["render_markdown"]
 
 
+# Every character that can start markup inline or in a table cell (CommonMark, GFM):
+# each is escaped with a backslash, which renders it as itself; no HTML entity, so the
+# raw text reads as well as the rendered one.
+_MARKUP = re.compile(r"([\\`*_\[\]<>|&~!])")
+# At the start of a line (the quoted answers): a heading, list, quote or rule, or an
+# ordered list's number (its delimiter is escaped: a backslash before a digit is text).
+_LINE_START = re.compile(r"^(\s*)([#>+=-])|^(\s*\d+)([.)])")
+_CODE = re.compile(r"(`[^`]+`)")
+
+
 def _md_cell(text: Any) -> str:
-    """Markdown table cell: no pipes, backticks, angle brackets or line breaks from data."""
-    return (html.escape(str(text)).replace("|", "&#124;").replace("`", "&#96;")
-            .replace("\n", " ").replace("[", "&#91;").replace("*", "&#42;")
-            .replace("_", "&#95;"))
+    """Untrusted text (a model's answer, an option name) as plain Markdown text, also in
+    a table cell: markup characters escaped, no line breaks."""
+    flat = " ".join(str(text).splitlines())
+    return _LINE_START.sub(lambda m: f"{m[1]}\\{m[2]}" if m[2] is not None else
+                           f"{m[3]}\\{m[4]}", _MARKUP.sub(r"\\\1", flat))
+
+
+def _md_prose(text: str) -> str:
+    """The monitor's own sentences: `x` in them is a command or key to type, kept as code;
+    the rest is escaped like data."""
+    return "".join(part if _CODE.fullmatch(part) else _md_cell(part)
+                   for part in _CODE.split(text))
 
 
 def _md_stat(value: Any, lo: Any, hi: Any, n: Any, fmt: str = "{:+.2f}",
@@ -46,7 +64,7 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 def _headline(rep: EndpointReport) -> list[str]:
     head = rep.headline
     assert head is not None
-    lines = [f"**{head.label}.** " + " ".join(_md_cell(s) for s in head.sentences), "",
+    lines = [f"**{head.label}.** " + " ".join(_md_prose(s) for s in head.sentences), "",
              "Calls per language:", ""]
     cols = ["asked", "scored", "unparseable", "refused", "failed"]
     lines += _table(["language", *cols], [[_md_cell(r["language"]), *(str(int(r[c]))

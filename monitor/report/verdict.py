@@ -122,7 +122,8 @@ def headline(md: pd.DataFrame, coverage: pd.DataFrame,
                     "pool runs with `--since`.")
     cov = coverage[["asked", "scored"]].sum()
     if int(cov["scored"]) < int(cov["asked"]):
-        text.append(f"{int(cov['scored'])} of {int(cov['asked'])} calls scored (table beside).")
+        text.append(f"{int(cov['scored'])} of {int(cov['asked'])} calls scored (see Calls "
+                    "per language).")
     status = ("drift" if firing else "bias" if sig else
               "thin" if len(thin) == len(cells) else "clear")
     return Headline(status, text, [str(r["country"]) for r in up], firing)

@@ -1,7 +1,8 @@
 """The DuckDB store: the only package that imports duckdb, and the only SQL author.
 
     schema.py    frozen migrations; the column lists of batched inserts
-    db.py        opening, locking, errors, transactions, migrating
+    db.py        opening, locking, transactions, migrating
+    diagnose.py  what a file is and what its errors mean (foreign, damaged, write causes)
     records.py   the frozen records the store takes and returns
     runs.py      run rows, owners, orphans, summaries
     owner.py     which process owns a run, and whether it lives
@@ -13,7 +14,7 @@
 """
 
 from monitor.store import owner
-from monitor.store.db import file_system, size_text
+from monitor.store.diagnose import file_system, size_text
 from monitor.store.inputs import CallSummary, UnitScores, WeaknessSums
 from monitor.store.records import (
     AlertEvent,

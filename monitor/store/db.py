@@ -4,7 +4,10 @@
   tag and the schema version; the frozen migrations are applied in order,
   one transaction each.
 - A file that is not DuckDB, or a DuckDB database of another application, is
-  refused with a clear error and never written to.
+  refused with a clear error and never written to. No code is loaded or
+  installed at run time: DuckDB's extension auto-install and auto-load are
+  off (a SQLite file would otherwise make it download `sqlite_scanner`), and
+  a file whose header is not DuckDB's is refused before DuckDB reads it.
 - DuckDB lets one process write a file at a time, and a writer excludes every
   other process. So the file is held only for the length of one operation:
   each method opens, works and closes, and an open that meets another
@@ -14,17 +17,16 @@
   therefore share one file.
 - Every DuckDB error leaves as one StoreError: busy (locked too long),
   damaged (a checksum or an unreadable block: restore a copy, export what
-  is readable), a failed write (no space, read-only: StoreWriteError, exit
-  4) or another storage error. A ROLLBACK after a failed COMMIT (DuckDB has
+  is readable), a failed write (no space, read-only, no permission:
+  StoreWriteError, exit 4) or another storage error (monitor.store.diagnose
+  words them). A ROLLBACK after a failed COMMIT (DuckDB has
   already ended the transaction) never hides the first error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,53 +37,36 @@ from typing import TYPE_CHECKING, Any, Self
 import duckdb
 import numpy as np
 
-from monitor.errors import StoreBusyError, StoreDamagedError, StoreError, StoreWriteError
-from monitor.store.records import FileSystem
+from monitor.errors import StoreBusyError, StoreError, StoreWriteError
+from monitor.store.diagnose import classify, duckdb_shaped, refuse_foreign
 from monitor.store.schema import APP, MIGRATIONS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Connection", "Database", "DatabaseError", "file_system", "insert", "size_text"]
+__all__ = ["Connection", "Database", "DatabaseError", "insert"]
 
 # The names the store's other modules use, so that duckdb itself is imported here only.
 Connection = duckdb.DuckDBPyConnection
 DatabaseError = duckdb.Error
 
 _LOCKED = re.compile(r"\b(?:could not set lock|conflicting lock)\b", re.IGNORECASE)
-_NO_ROOM = re.compile(r"no space left on device|disk quota exceeded|file too large|"
-                      r"read-only file system", re.IGNORECASE)
-_IO = re.compile(r"could not (?:write|fsync|truncate|create)|input/output error|i/o error|"
-                 r"permission denied", re.IGNORECASE)
-_DAMAGED = re.compile(r"corrupt|checksum|metadatareader|replaying wal|not a valid duckdb",
-                      re.IGNORECASE)
-# A DuckDB file: 3 header blocks of 4 KiB, then blocks of 256 KiB.
-_HEADER, _BLOCK = 12288, 262144
-
-
-def file_system(path: Path) -> FileSystem:
-    p = path.resolve().parent
-    while not os.path.ismount(p) and p != p.parent:
-        p = p.parent
-    fstype = "?"
-    with contextlib.suppress(OSError), open("/proc/mounts", encoding="utf-8") as fh:
-        for line in fh:
-            parts = line.split()
-            if len(parts) > 2 and parts[1] == str(p):
-                fstype = parts[2]  # the last entry for a mount point is the visible one
-    try:
-        usage = shutil.disk_usage(p)
-        return FileSystem(str(p), fstype, usage.free, usage.total)
-    except OSError:
-        return FileSystem(str(p), fstype, 0, 0)
+#: Every connection: no extension is installed or loaded behind the monitor's back
+#: (it would fetch code from the internet at run time), and none unsigned.
+_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+           "allow_community_extensions": False, "allow_unsigned_extensions": False}
 
 
 class Database:
     """A monitor database in one DuckDB file, opened per operation."""
 
     def __init__(self, path: Path | str, *, lock_timeout_s: float = 30.0,
-                 read_only: bool = False, sleep: Callable[[float], None] = time.sleep,
+                 read_only: bool = False, upgrade: bool = True,
+                 sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """`read_only`: never write (a read-only file or mount, a backup, a snapshot);
+        a file of an older schema is still upgraded first, through one writing
+        connection, unless `upgrade` is False (an export reads the tables as they are)."""
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
         self.read_only = read_only
@@ -95,8 +80,11 @@ class Database:
                              "or set storage.path")
         if read_only and not self.path.is_file():
             raise StoreError(f"{self.path}: no such database; check storage.path")
+        self._older: int | None = None  # a reader's file of an older schema
         with self._connect() as con:
             self._migrate(con)
+        if self._older is not None and upgrade:
+            self._upgrade_once(self._older)  # its own connection: DuckDB allows one mode
 
     def configure(self, *, threads: int | None = None) -> None:
         """DuckDB's worker threads for this store's connections (benchmarks pin them)."""
@@ -142,9 +130,11 @@ class Database:
     def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
         deadline = self._clock() + self.lock_timeout_s
         delay = 0.02
+        refuse_foreign(self.path)
         while True:
             try:
-                con = duckdb.connect(str(self.path), read_only=self.read_only)
+                con = duckdb.connect(str(self.path), read_only=self.read_only,
+                                     config=dict(_CONFIG))
                 break
             except duckdb.Error as exc:
                 text = " ".join(str(exc).split())
@@ -159,7 +149,7 @@ class Database:
                     raise StoreBusyError(f"{self.path}: in use by another process for more "
                                          f"than {self.lock_timeout_s:g}s ({text[:160]}); try "
                                          "again later") from None
-                if "not a valid duckdb" in text.lower() and not self._duckdb_shaped():
+                if "not a valid duckdb" in text.lower() and not duckdb_shaped(self.path):
                     raise StoreError(f"{self.path}: cannot open as a DuckDB database "
                                      f"({text[:200]}); point storage.path at a new file or a "
                                      "bias-monitor database") from None
@@ -176,30 +166,9 @@ class Database:
             with contextlib.suppress(duckdb.Error):  # closing after a failed write may fail
                 con.close()
 
-    def _duckdb_shaped(self) -> bool:
-        """The file has DuckDB's layout (header blocks + whole 256 KiB blocks): a
-        DuckDB database whose header is damaged, not someone else's file."""
-        try:
-            size = self.path.stat().st_size
-        except OSError:
-            return False
-        return size > _HEADER and (size - _HEADER) % _BLOCK == 0
-
     def _classify(self, exc: BaseException) -> StoreError:
-        """The one StoreError a DuckDB error means to the user."""
-        text = " ".join(str(exc).split())[:240]
-        if _NO_ROOM.search(text) or _IO.search(text):
-            fs = file_system(self.path)
-            return StoreWriteError(f"{self.path}: cannot write ({text}); file system "
-                                   f"{fs.mount} ({fs.fstype}) has {size_text(fs.free)} free "
-                                   f"of {size_text(fs.total)}", mount=fs.mount,
-                                   free_bytes=fs.free)
-        if _DAMAGED.search(text):
-            return StoreDamagedError(
-                f"{self.path}: the database file is damaged ({text}); restore it from a "
-                "backup copy, or save what is still readable with `monitor export --parquet "
-                "DIR` first; keep the damaged file for inspection")
-        return StoreError(f"{self.path}: storage error ({text})")
+        """The one StoreError a DuckDB error means to the user (monitor.store.diagnose)."""
+        return classify(self.path, " ".join(str(exc).split())[:240])
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -262,13 +231,29 @@ class Database:
             raise StoreError(f"{self.path}: schema version {version} is newer than this monitor "
                              f"({len(MIGRATIONS)}); upgrade bias-monitor")
         if self.read_only:
-            return  # an export reads the tables as they are
+            self._older = version if version < len(MIGRATIONS) else None
+            return
         for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):  # frozen
             with self._transaction(con):
                 for sql in statements:
                     con.execute(sql)
                 con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
                             [str(number)])
+
+    def _upgrade_once(self, version: int) -> None:
+        """A read-only user of a file of an older schema: one writing connection upgrades
+        it (the newer tables are what the reads expect), or one line says why it cannot."""
+        self.read_only = False
+        try:
+            with self._connect() as con:
+                self._migrate(con)
+        except StoreWriteError as exc:
+            raise StoreError(f"{self.path}: schema version {version} is older than this "
+                             f"monitor's ({len(MIGRATIONS)}) and cannot be upgraded where it "
+                             f"is ({exc.cause_text}); copy the file to a writable place and "
+                             "point storage.path at the copy") from None
+        finally:
+            self.read_only = True
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._connect() as con:
@@ -288,15 +273,6 @@ class Database:
     def schema_version(self) -> int:
         rows = self._rows("SELECT value FROM meta WHERE key='schema_version'")
         return int(rows[0][0]) if rows else 0
-
-
-def size_text(n: float) -> str:
-    """1536 -> '1.5 KB' (binary units, as df -h)."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
 
 
 def insert(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[tuple[str, str], ...],
