@@ -79,15 +79,10 @@ def read_catalog(root: Path | None = None, extra: Sequence[Path] = ()
             problems.append(Problem(
                 str(stray), f"language {stray.stem!r} is not in languages.yaml",
                 f"add `{stray.stem}: [...]` to languages.yaml or remove the file"))
-    base = set(scenarios)
     rules.check_local_coverage(languages, {n: s.options for n, s in scenarios.items()}, root,
                                problems)
     for overlay in extra:
         merge_overlay(Path(overlay), languages, scenarios, prompts, problems)
-        for n in set(scenarios) - base:
-            own = {lang: languages[lang] for lang in scenarios[n].languages or languages}
-            rules.check_local_coverage(own, {n: scenarios[n].options}, Path(overlay), problems)
-        base = set(scenarios)
     if problems:
         return None, problems
     overlays = tuple(Path(p) for p in extra)
