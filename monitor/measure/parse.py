@@ -13,13 +13,15 @@ in order, the readings least likely to be wrong:
    the answer is ambiguous, and we report that instead of guessing which one the model meant.
 2. Prose, section by section (monitor.measure.prose and .statements): an option's heading
    or first mention opens its section, its score is the score statement in it ("Score: 7",
-   "Rating 7/10", "7 out of 10", "10点中8点", a table's score column); the last one about an option
-   wins, since models restate a final verdict. A number from prose such as "清华大学成立于1911年"
+   "Rating 7/10", "7 out of 10", "10点中8点", a table's score column, a list "Final scores: A 8,
+   B 6, C 7" or "A=8; B=6"); the last one about an option wins, since models restate a
+   final verdict. A number from prose such as "清华大学成立于1911年"
    or "Tokyo: home to 14 million people" is never a score; two scores in one statement, or a
    score for a name that is no option after the others were read, make the answer
    unparseable with the reason rather than a guess.
 3. Otherwise the answer is refused (a configured phrase occurs, or with no score at all a
-   sentence declines to score) or unparseable. Scores outside 1..10 make a complete set
+   sentence declines to score, in the words of any catalogue language: .declining) or
+   unparseable. Scores outside 1..10 make a complete set
    unparseable, naming the offending value.
 
 Everything is NFKC-normalised first (full-width digits, colons and brackets become ASCII), and
@@ -38,8 +40,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.measure.declining import declines
 from monitor.measure.prose import Options, read_prose
-from monitor.measure.statements import declines, fold, score_at
+from monitor.measure.statements import fold, score_at
 from monitor.vocab import CallStatus
 
 __all__ = ["ParseResult", "ParsedOption", "parse_answer"]

@@ -3,9 +3,13 @@
 Real assistants write a heading per option and put its score on a later line
 ("**Score:** 8/10", "Rating: ★★★★☆ (8/10)", "→ 10점 만점에 8점"), a line per
 option ("Boston — Score: 7", "清华大学：8分"), a markdown table with a score
-column (or the options as columns and an "Overall" row), a list ("Final scores:
-Singapore 8, Tokyo 6, London 7"), or a final verdict that restates (and sometimes
-changes) the scores. The reading (the line's score statements: monitor.measure.statements):
+column (or the options as columns and an "Overall" row), a list of names ("Final
+scores: Singapore 8, Tokyo 6, London 7") or of labels ("Final scores: A 8, B 6, C 7",
+"A: 8, B: 6", "A=8; B=6", "A는 8점, B는 6점", "最终评分：A 8分，B 6分"), or a final verdict
+that restates (and sometimes changes) the scores. A list is two or more items that
+make up the whole line after its title, each number in 1..10 unless a score word or
+unit says it is a score; under a title of ranks ("QS rank: A 3, B 5") it is no list.
+The reading (the line's score statements: monitor.measure.statements):
 
 - A line that starts with an option (its label followed by a delimiter, its
   name, a short form such as "Harvard", "清华", "TUM", or its name in another
@@ -41,6 +45,8 @@ from monitor.measure.statements import (
     OPTION_WORD,
     OUT_OF,
     OUT_OF_TEN,
+    RANK_TITLE,
+    UNIT,
     fold,
     number,
     score_at,
@@ -53,6 +59,15 @@ _GENERIC = re.compile(
     r"\b(?:the|university|universit[yé]|université|universität|universidad|college|"
     r"institute|institut|school|of|de|du|des|la|le|der|die|das|city)\b|\b[dl]'|大学|大學|"
     r"대학교|학교|공과|시|市")
+
+
+# What may stand between a label and its number besides a colon: particles (ko, ja, zh, hi).
+_PARTICLE = r"(?:은|는|이|가|は|が|为|為|得|是| को)"
+# Between the items of a list of labels: punctuation or "and" in a catalogue language.
+_LIST_SEP = re.compile(r" ?(?:[,;、|/·،] ?)?(?:(?:and|et|und|y|e|и|ve|dan|و|और|和|및)(?!\w) ?)?")
+# Where a list's title ends: "Final scores:", "Scores —".
+_TITLE_END = re.compile(r"[:：]|\s[—–-]\s")
+_TITLE = 60  # the most characters a list's title ("Final scores (out of 10)") may have
 
 
 @lru_cache(maxsize=65536)
@@ -134,10 +149,25 @@ class Options:
 
     @cached_property
     def opener_re(self) -> re.Pattern[str]:
-        # To open a section a bare label needs a delimiter: "A." "A)" "A:" "A -", not "A bit".
+        # To open a section a bare label needs a delimiter: "A." "A)" "A:" "A=" "A -", not
+        # "A bit", or to be the whole line with its number: "A 8", "A 8/10" (not "A 2019
+        # survey rated it 8/10").
         alts = self._label_alts or "(?!)"
         return re.compile(
-            rf"(?:{OPTION_WORD}({alts})(?!\w)|({alts})(?: ?[.):|：]| ?[-–—]|\*\*|$))[.)]?")
+            rf"(?:{OPTION_WORD}({alts})(?!\w)|({alts})(?: ?[.):=|：]| ?[-–—]|\*\*|$|"
+            rf"(?= ?[(（][^)）\n]{{1,40}}[)）])|"
+            rf"(?= {NUM}(?!\d) ?(?:{UNIT.pattern})?[ .]*$)))[.)]?")
+
+    @cached_property
+    def label_item_re(self) -> re.Pattern[str]:
+        """ "a 8" / "option b: 6/10" / "c=7" / "a (toronto): 8" / "a는 8점": one label and its
+        number, an item of a list of labels."""
+        alts = self._label_alts or "(?!)"
+        return re.compile(
+            rf"(?:\*\*|__)?+(?:{OPTION_WORD})?({alts})(?:(?!\w)|(?={_PARTICLE}))[.)]?+"
+            rf"(?: ?[(（][^)）\d]{{1,40}}[)）])?+(?:\*\*|__)?+ ?(?:[:=]|[-–—→](?= )|"
+            rf"{_PARTICLE})?+ ?(?:\*\*|__)?+ ?({NUM})(?!\d)( ?(?:{UNIT.pattern})\w*)?"
+            rf"(?:\*\*|__)?+")
 
     def key_label(self, key: str) -> str | None:
         k = fold(key).strip(" \"'*_:")
@@ -239,11 +269,49 @@ class _Table:
 def _listed(s: str, opts: Options) -> dict[str, float] | None:
     """ "Final scores (out of 10): Singapore 8, Tokyo 6, London 7": two or more options, each
     with its number, in one line; with a score word, or every number in 1..10."""
-    items = {opts.name_label[m.group(1)]: number(m.group(2)) for m in opts.list_re.finditer(s)}
-    if len(items) < 2:
+    found = list(opts.list_re.finditer(s))
+    items = {opts.name_label[m.group(1)]: number(m.group(2)) for m in found}
+    if len(items) < 2 or RANK_TITLE.search(s[:found[0].start()]):
         return None
     if KEYWORD.search(s) or re.search(OUT_OF, s) or all(1 <= v <= 10 for v in items.values()):
         return items
+    return None
+
+
+def _label_items(s: str, start: int, opts: Options) -> list[tuple[str, float, bool]] | None:
+    """(label, number, with a unit) of each item when `s` from `start` to its end is
+    nothing but a list of labels with their numbers, else None."""
+    items, pos = [], start
+    while True:
+        m = opts.label_item_re.match(s, pos)
+        if m is None:
+            return None
+        items.append((opts.by_fold[m.group(1)], number(m.group(2)), bool(m.group(3))))
+        pos = m.end()
+        if pos >= len(s):
+            return items
+        sep = _LIST_SEP.match(s, pos)
+        if sep is None:
+            return None
+        pos = sep.end()
+
+
+def _label_list(s: str, opts: Options) -> dict[str, float] | None:
+    """ "Final scores: A 8, B 6, C 7", "A: 8, B: 6", "A=8; B=6", "最终评分：A 8分、B 6分": a line
+    that, after an optional title ending in a colon, is only two or more labels each with
+    its number; with a score word, a unit, or every number in 1..10."""
+    body = s.rstrip(" .。!*_")
+    title = _TITLE_END.search(body, 0, _TITLE)
+    starts = [0] + ([title.end()] if title and title.start() > 0 else [])
+    for start in starts:
+        items = _label_items(body, start + len(body[start:]) - len(body[start:].lstrip(" *_")),
+                             opts)
+        if (items is None or len(items) < 2 or len({lab for lab, _, _ in items}) < len(items)
+                or RANK_TITLE.search(body[:start])):
+            continue
+        if (KEYWORD.search(body[:start]) or any(unit for _, _, unit in items)
+                or all(1 <= v <= 10 for _, v, _ in items)):
+            return {lab: v for lab, v, _ in items}
     return None
 
 
@@ -272,7 +340,7 @@ def read_prose(text: str, opts: Options) -> ProseReading:
         table = None
         body = s[m.end():] if (m := LEAD.match(s)) else s
         body = body.lstrip("*_ ")
-        if (listed := _listed(body, opts)) is not None:
+        if (listed := _listed(body, opts) or _label_list(body, opts)) is not None:
             close()
             final.update(listed)
             continue
