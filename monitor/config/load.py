@@ -11,15 +11,18 @@ from __future__ import annotations
 import os
 import re
 from datetime import UTC, datetime
+from difflib import get_close_matches
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConfigSettingsSource
 
 from monitor.config.model import Settings
 from monitor.config.sinks import unset_variables
+from monitor.config.target import mask_url
 from monitor.errors import ConfigError, UsageError
 from monitor.yamlfile import YamlError, load_yaml
 
@@ -95,8 +98,56 @@ def _union_members(errors: list[Any]) -> tuple[tuple[Any, ...], list[Any]]:
     return (loc[:-1], members) if len(members) > 1 else (loc, [err])
 
 
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the configuration accepts beside the last part of `loc` (for "did you
+    mean"): the schema walked by key, list index and mapping value."""
+    current: Any = Settings
+    for part in loc[:-1]:
+        current = _model_of(current)
+        if isinstance(part, int) or not (isinstance(current, type)
+                                          and issubclass(current, BaseModel)):
+            args = [a for a in get_args(current) if a is not type(None)]
+            current = args[-1] if args else None  # list[X] -> X, dict[str, X] -> X
+        elif part in current.model_fields:
+            current = current.model_fields[part].annotation
+        else:
+            return []
+    current = _model_of(current)
+    return list(current.model_fields) if isinstance(current, type) and issubclass(
+        current, BaseModel) else []
+
+
+def _model_of(annotation: Any) -> Any:
+    """X of `X | None` where X is a model; the annotation itself otherwise."""
+    if get_origin(annotation) in (Union, UnionType):
+        models = [a for a in get_args(annotation)
+                  if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if models else annotation
+    return annotation
+
+
+def _misspelled(errors: list[Any]) -> tuple[Any, str] | None:
+    """The first unknown key that is close to a key of its place, with that key: a typo
+    (`respones_path`) reads better as "did you mean response_path" than as the
+    "required key is missing" it also causes."""
+    for err in errors:
+        if err["type"] == "extra_forbidden" and err["loc"]:
+            close = get_close_matches(str(err["loc"][-1]), _fields_at(tuple(err["loc"])), n=1,
+                                      cutoff=0.6)
+            if close:
+                return err, close[0]
+    return None
+
+
 def _one_line(exc: ValidationError, path: Path) -> str:
     errors = exc.errors()
+    typo = _misspelled(errors)
+    if typo is not None:
+        err, meant = typo
+        parent = tuple(err["loc"][:-1])
+        # The missing key it meant is the same mistake, not one more.
+        errors = [err, *(e for e in errors if e is not err and not (
+            e["type"] == "missing" and tuple(e["loc"]) == (*parent, meant)))]
     err = errors[0]
     where, same = _union_members(errors)
     key = ".".join(str(p) for p in where) or "(top level)"
@@ -106,7 +157,9 @@ def _one_line(exc: ValidationError, path: Path) -> str:
     env = next((name for i in range(len(loc), 0, -1)
                 if (name := "MONITOR_" + "__".join(loc[:i])) in os.environ), None)
     source = f" (from environment {env})" if env else ""
-    if err["type"] == "extra_forbidden":
+    if typo is not None:
+        msg = f"unknown key; did you mean {typo[1]}?"
+    elif err["type"] == "extra_forbidden":
         msg = "unknown key; remove it or check its spelling against the contract's keys"
     elif err["type"] == "missing":
         msg = "required key is missing"
@@ -115,7 +168,9 @@ def _one_line(exc: ValidationError, path: Path) -> str:
         secretish = any(w in key.lower() for w in ("key", "token", "url", "secret"))
         # A key pasted where its variable's NAME belongs must not be echoed back.
         shown = "" if isinstance(value, dict | list) or secretish else f" (got {value!r})"
-        msg = "; or ".join(dict.fromkeys(e["msg"] for e in same)) + shown
+        # pydantic opens our validators' messages with "Value error, ": not the user's words.
+        msg = "; or ".join(dict.fromkeys(e["msg"].removeprefix("Value error, ")
+                                         for e in same)) + shown
     rest = len(errors) - len(same)
     more = f" [+{rest} more]" if rest else ""
     return f"{path}: {key}: {msg}{source}{more}"
@@ -132,17 +187,6 @@ def _is_secret(name: str) -> bool:
     return any(w in _SECRET_WORDS for w in re.split(r"[^a-z0-9]+", name.lower()))
 
 
-def _mask_url(url: str) -> str:
-    """user:password@ and every query value of a URL are secrets too."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    netloc = re.sub(r"^[^@]*@", "***@", parts.netloc)
-    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)],
-                      safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
 def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[str]]:
     """The effective configuration as JSON data with every secret masked, and a
     warning for each secret found in the file itself (it belongs in the environment)."""
@@ -153,14 +197,14 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
             state = "set" if ep.api_key() else "NOT SET"
             raw["api_key_env"] = f"{ep.api_key_env} ({state}; value never shown)"
         if raw.get("api_base"):
-            masked = _mask_url(raw["api_base"])
+            masked = mask_url(raw["api_base"])
             if masked != raw["api_base"]:
                 warnings.append(f"{source}: endpoints[{ep.name}].api_base carries credentials "
                                 "or query values (masked here); keep secrets in environment "
                                 "variables")
             raw["api_base"] = masked
-        if raw.get("http") and _mask_url(raw["http"]["url"]) != raw["http"]["url"]:
-            raw["http"]["url"] = _mask_url(raw["http"]["url"])
+        if raw.get("http") and mask_url(raw["http"]["url"]) != raw["http"]["url"]:
+            raw["http"]["url"] = mask_url(raw["http"]["url"])
             warnings.append(f"{source}: endpoints[{ep.name}].http.url carries credentials or "
                             "query values (masked here); send them as headers_env instead")
         for header, var in ep.headers_env.items():
@@ -187,8 +231,8 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
     if alerts.pagerduty is not None:
         pd = data["alerts"]["pagerduty"]
         pd["routing_key_env"] = _shown_var(alerts.pagerduty.routing_key_env)
-        if _mask_url(pd["url"]) != pd["url"]:
-            pd["url"] = _mask_url(pd["url"])
+        if mask_url(pd["url"]) != pd["url"]:
+            pd["url"] = mask_url(pd["url"])
             warnings.append(f"{source}: alerts.pagerduty.url carries credentials or query "
                             "values (masked here); the routing key belongs in routing_key_env")
     warnings += [f"{source}: {line}" for line in unset_variables(alerts.webhook,

@@ -135,10 +135,12 @@ class _HttpTarget(CustomLLM):
         response = kwargs["model_response"]
         optional = dict(kwargs.get("optional_params") or {})
         target = optional["http_target"]
+        fmt = optional.get("response_format")
+        schema = fmt["json_schema"]["schema"] if isinstance(fmt, dict) else None
         text, model_id = await http_target.ask(
             target, messages, language=optional.get("language") or "", model=model,
             headers=kwargs.get("headers") or {}, api_key=kwargs.get("api_key"),
-            timeout_s=float(kwargs.get("timeout") or 60))
+            timeout_s=float(kwargs.get("timeout") or 60), schema=schema)
         response.choices[0].message.content = text
         response.model = str(model_id) if model_id is not None else f"http/{model}"
         return response
@@ -154,7 +156,7 @@ litellm.custom_provider_map = [
 ]
 
 # A 400 that names the response format: the provider cannot take a schema.
-_NO_SCHEMA = re.compile(r"response_format|json_schema|response schema|structured output",
+_NO_SCHEMA = re.compile(r"response_format|json_schema|response[_ ]schema|structured output",
                         re.IGNORECASE)
 
 
@@ -186,9 +188,11 @@ class LLMClient:
     @staticmethod
     def _wants_schema(endpoint: Endpoint) -> bool:
         if endpoint.answer_format == AnswerFormat.JSON_SCHEMA:
-            return True
+            return True  # an http/ target's body has {response_schema} (config checks it)
         if endpoint.answer_format == AnswerFormat.TEXT:
             return False
+        if endpoint.http is not None:  # auto: where its body has a place for the schema
+            return endpoint.http.takes_schema
         if endpoint.simulated:
             return True
         try:  # auto: only where LiteLLM's model list says the model takes a schema
@@ -298,10 +302,26 @@ class LLMClient:
             return None  # LiteLLM does not know this model's price
 
     def _describe(self, exc: BaseException) -> str:
-        text = " ".join(str(exc).split()) or type(exc).__name__
+        own = _target_error(exc) if self._target is not None else None
+        # An http/ target's error is its own, whole (LiteLLM wraps it in its exception
+        # and OpenAI's words: "litellm.BadRequestError: HttpException - ...").
+        text = (str(own) if own is not None else
+                f"{type(exc).__name__}: {' '.join(str(exc).split()) or type(exc).__name__}")
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        return f"{type(exc).__name__}: {text}"[:300]
+        return " ".join(text.split())[:300]
+
+
+def _target_error(exc: BaseException) -> BaseException | None:
+    """The http target's own exception behind LiteLLM's, if any."""
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if seen is None:
+            return None
+        if isinstance(seen, http_target.HttpTargetError | http_target.HttpTargetNoAnswer):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _retry_after(exc: BaseException) -> float | None:
