@@ -301,8 +301,7 @@ def _label_list(s: str, opts: Options) -> dict[str, float] | None:
     that, after an optional title ending in a colon, is only two or more labels each with
     its number; with a score word, a unit, or every number in 1..10."""
     body = s.rstrip(" .。!*_")
-    title = _TITLE_END.search(body, 0, _TITLE)
-    starts = [0] + ([title.end()] if title and title.start() > 0 else [])
+    starts = [0, *(m.end() for m in _TITLE_END.finditer(body, 0, _TITLE) if m.start() > 0)]
     for start in starts:
         items = _label_items(body, start + len(body[start:]) - len(body[start:].lstrip(" *_")),
                              opts)
