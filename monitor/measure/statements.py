@@ -17,13 +17,14 @@ import unicodedata
 
 __all__ = ["AFTER_NAME", "CLOSERS", "COLUMN", "HEADING", "KEYWORD", "LABELLED", "LEAD", "NUM",
            "NUMBER_RE", "OPTION_WORD", "OUT_OF", "OUT_OF_TEN", "RANGE", "RANK_TITLE", "UNIT",
-           "fold", "number", "score_at", "statements"]
+           "fold", "number", "numbers_in", "score_at", "statements"]
 
 NUM = r"[-+−]?\d{1,9}(?:[.,]\d{1,2})?"
 # U+2212 survives NFKC, and "-3" must stay negative so that it is reported as out of range.
 # At most two decimals, so "8,000" / "50.000" read as thousands (no score), not as 8 or 50.
 NUMBER_RE = re.compile(rf"({NUM})(?!\d)")
-OUT_OF = (r"(?:/ ?10(?![\d/])|(?:sur|von|out of|of|auf|su|de|из|en|dari|من|में से) 10(?!\d))")
+OUT_OF = (r"(?:/ ?10(?![\d/])|(?:sur|von|out of|of|auf|su|de|sobre|em|из|en|dari|من|में से) "
+          r"10(?!\d))")
 UNIT = re.compile(rf"(?:{OUT_OF}|分(?!钟|鐘|間)|点(?!数)|점|points?\b|punkte?n?\b|pts\b|"
                    r"puan\b|балл|punti\b|puntos\b|pontos\b|نقاط|درجات|अंक)")
 CLOSERS = " *_)]】」』.。!！,，;；:：、،؛"
@@ -56,6 +57,10 @@ _SCORE_WORDS = (
     "penilaian", "puan", "değerlendirme", "оценка", "итоговая оценка", "балл", "баллы",
     "рейтинг", "الدرجة", "درجة", "التقييم", "تقييم", "النتيجة", "अंक", "स्कोर", "रेटिंग",
     "मूल्यांकन",
+    # "overall" in the newer languages: the line a breakdown ends with (issue 33)
+    "global", "puntuación global", "general", "total", "totale", "complessivo", "geral",
+    "nota geral", "genel", "toplam", "итог", "итого", "общая оценка", "الإجمالي", "إجمالي",
+    "المجموع", "कुल", "कुल अंक", "keseluruhan", "secara keseluruhan",
 )
 KEYWORD = re.compile(
     r"(?:my |meine? |ma |mon |最终|最終|初步|综合|総合|종합 |최종 )?(?:"
@@ -135,6 +140,19 @@ def statements(s: str) -> list[float | None]:
             values.append(bare)
     distinct = set(values)
     return [values[-1]] if len(distinct) == 1 else [None] if distinct else []
+
+
+# The "10" of a scale: "/10", "out of 10", "10点中", "10점 만점에", "满分10分", "10 में से".
+_SCALE = re.compile(rf"{OUT_OF}|10 ?点 ?(?:満点)?中|10 ?점 ?만점에|满分 ?10 ?分|10 में से|"
+                    r"10 üzerinden")
+
+
+def numbers_in(s: str) -> set[float]:
+    """The distinct numbers 1..10 of folded text `s`, whether stated as scores or not, the
+    10 of a scale ("8/10", "10点中8点") left out: a sentence that holds two of them about one
+    option says two things about it."""
+    values = {number(m.group(1)) for m in NUMBER_RE.finditer(_SCALE.sub(" ", s))}
+    return {v for v in values if 1 <= v <= 10}
 
 
 AFTER_NAME = re.compile(r"(?:\*\*|__)?+ ?(?:[:=|：]|[-–—―](?= ))?+ ?(?:\*\*|__)?+ ?[(\[]?+ ?")
