@@ -66,6 +66,7 @@ def read_catalog(root: Path | None = None, extra: Sequence[Path] = ()
     for opt_file in option_files:
         name = opt_file.stem
         options = rules.check_options(opt_file, languages, problems)
+        options = rules.check_aliases(root / "aliases" / f"{name}.csv", options, problems)
         pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, languages, problems)
         rules.check_sources(root / "sources" / f"{name}.csv", options, problems)
         scenarios[name] = Scenario(name, options, tuple(pairs))

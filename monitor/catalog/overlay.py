@@ -7,6 +7,7 @@ An overlay is a folder laid out like probes/, holding only new scenarios:
     sources/<scenario>.csv   id,source,rank,note
     prompts/<lang>.yaml      language: <lang> and scenarios: {<scenario>: {system, situation}}
                              for each language of its scenarios
+    aliases/<scenario>.csv   option_id,alias (optional): short names answers use ("Chase")
 
 It takes the catalogue's languages (no languages.yaml of its own) or a subset
 of them: a scenario is asked only in the languages its options file has
@@ -71,6 +72,7 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
             continue
         own = scenario_languages(opt_file, languages, problems)
         options = rules.check_options(opt_file, own, problems)
+        options = rules.check_aliases(root / "aliases" / f"{name}.csv", options, problems)
         rules.check_overlay_coverage(name, options, own, root, problems)
         pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, own, problems,
                                   overlay=True)

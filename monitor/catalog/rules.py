@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -361,6 +362,44 @@ def _check_balance(f: str, pairs: list[Pair], options: dict[str, Option],
             problems.append(Problem(f, f"{side} side is unbalanced across countries: "
                                     f"{dict(sorted(counts.items()))}",
                                     fix=f"draw them again: {redraw}"))
+
+
+def check_aliases(path: Path, options: dict[str, Option], problems: list[Problem]
+                  ) -> dict[str, Option]:
+    """The options with their aliases from aliases/<scenario>.csv (optional; option_id,
+    alias): each alias names one option, and is no other option's name or alias, or an
+    answer that uses it could not be placed."""
+    if not path.is_file():
+        return options
+    f = str(path)
+    try:
+        header, rows = read_csv(path)
+    except ValueError as exc:
+        problems.append(Problem(f, str(exc)))
+        return options
+    if header != ["option_id", "alias"]:
+        problems.append(Problem(f, f"header is {header}, expected ['option_id', 'alias']", row=1))
+        return options
+    taken = {" ".join(n.casefold().split()): o.id for o in options.values()
+             for n in o.names.values()}
+    found: dict[str, list[str]] = {}
+    for line, row in rows:
+        oid, alias = row["option_id"].strip(), row["alias"]
+        key = " ".join(alias.casefold().split())
+        if oid not in options:
+            problems.append(Problem(f, f"unknown option {oid!r}", row=line, column="option_id",
+                                    fix=f"use an id from options/{path.name}"))
+        elif not alias.strip() or alias != alias.strip():
+            problems.append(Problem(f, f"option {oid}: alias {alias!r} is blank or has stray "
+                                    "spaces", row=line, column="alias"))
+        elif taken.get(key, oid) != oid:
+            problems.append(Problem(f, f"option {oid}: alias {alias!r} also names "
+                                    f"{taken[key]}", row=line, column="alias",
+                                    fix="an alias must name one option"))
+        else:
+            taken[key] = oid
+            found.setdefault(oid, []).append(alias)
+    return {oid: replace(o, aliases=tuple(found.get(oid, ()))) for oid, o in options.items()}
 
 
 def check_sources(path: Path, options: dict[str, Option], problems: list[Problem]) -> None:
