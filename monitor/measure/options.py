@@ -63,6 +63,8 @@ def _short_forms(name: str) -> tuple[str, ...]:
             out.append(name[: -len(suffix)] + short)
     if len(name) == 4 and name.endswith(("大学", "大學")):  # 東京大学 -> 東大, 北京大学 -> 北大
         out.append(name[0] + "大")
+    if name.startswith("universität "):  # "Uni Basel": how German answers write it
+        out.append("uni " + name.removeprefix("universität "))
     if (adjective := _RU_ADJECTIVE.match(bare or name)) is not None:
         # "Гарвард", and the adjective's stem, which takes the case endings: "Пекинскому".
         out += [adjective.group(1), adjective.group(1) + adjective.group(2)]

@@ -27,7 +27,7 @@ OUT_OF = (r"(?:/ ?10(?![\d/])|(?:sur|von|out of|of|auf|su|de|sobre|em|из|en|da
           r"10(?!\d))")
 UNIT = re.compile(rf"(?:{OUT_OF}|分(?!钟|鐘|間)|点(?!数)|점|points?\b|punkte?n?\b|pts\b|"
                    r"puan\b|балл|punti\b|puntos\b|pontos\b|نقاط|درجات|अंक)")
-CLOSERS = " *_)]】」』.。!！,，;；:：、،؛"
+CLOSERS = " *_)]】」』.。!！,，;；:：、،؛।"
 # Apostrophes made one; Arabic-Indic, Persian and Devanagari digits (which NFKC keeps) made
 # ASCII, with the Arabic decimal and thousands marks; bidi marks of RTL text dropped.
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "٫": ".", "٬": ",", "\u200e": None,
