@@ -192,16 +192,24 @@ def test_pairs_are_drawn_for_an_overlay_scenario(tmp_path: Path) -> None:
     assert read_catalog(None, [overlay])[1] == []
 
 
-def test_the_worked_example_validates_and_its_pairs_are_the_seeded_draw() -> None:
-    from monitor.catalog.pairs import draw_pairs
-
+def test_the_worked_example_validates_and_the_cli_draws_its_pairs(tmp_path: Path) -> None:
+    """docs/examples/overlay-banking/ as its README says: validate with the CLI, and
+    `monitor catalog pairs` on a copy gives its pairs file byte for byte."""
     example = Path(__file__).parent.parent / "docs" / "examples" / "overlay-banking"
     catalog, problems = read_catalog(None, [example])
     assert problems == [] and catalog is not None
     banking = catalog.scenarios["banking"]
     assert len(banking.options) == 36 and len(banking.pairs) == 100
-    drawn = draw_pairs(banking.options, catalog.languages["en"], 100, 2024)
-    assert [(p.pair_id, p.english_id, p.non_english_id) for p in banking.pairs] == drawn
+    assert banking.options["jpmorgan_chase"].aliases == ("Chase",)
+    copy = tmp_path / "overlay-banking"
+    shutil.copytree(example, copy)
+    (copy / "pairs" / "banking.csv").unlink()
+    out = _cli("catalog", "pairs", "banking", "--dir", str(copy))
+    assert out.returncode == 0 and "wrote 100 pairs" in out.stdout, out.stderr
+    assert (copy / "pairs" / "banking.csv").read_bytes() == (
+        example / "pairs" / "banking.csv").read_bytes()
+    check = _cli("catalog", "validate", "--extra", str(copy))
+    assert check.returncode == 0 and "catalog ok" in check.stdout, check.stderr
 
 
 def test_an_overlay_may_cover_fewer_languages_and_is_asked_only_in_those(
