@@ -95,6 +95,12 @@ def _break(overlay: Path, how: str) -> str:
         with path.open("w", encoding="utf-8", newline="") as fh:
             csv.writer(fh).writerows(rows)
         return f"options/{NAME}.csv"
+    if how == "foreign column":  # an overlay cannot add a language: the fix says so
+        path = overlay / "options" / f"{NAME}.csv"
+        rows = list(csv.reader(path.open(encoding="utf-8")))
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            csv.writer(fh).writerows([[*rows[0], "xx"], *([*r, "x"] for r in rows[1:])])
+        return "not a language in the catalogue -> name the column after a catalogue language"
     if how == "too few pairs":
         path = overlay / "pairs" / f"{NAME}.csv"
         path.write_text("\n".join(path.read_text(encoding="utf-8").splitlines()[:50]) + "\n",
@@ -104,7 +110,8 @@ def _break(overlay: Path, how: str) -> str:
 
 
 @pytest.mark.parametrize("how", ["shipped name", "missing prompt file", "own languages",
-                                 "placeholder text", "bad country", "too few pairs"])
+                                 "placeholder text", "bad country", "foreign column",
+                                 "too few pairs"])
 def test_bad_overlay_input_fails_with_one_line_naming_the_file(tmp_path: Path, how: str) -> None:
     overlay = make_overlay(tmp_path / "extra")
     where = _break(overlay, how)

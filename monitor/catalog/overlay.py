@@ -71,7 +71,7 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
             taken.add(name)
             continue
         own = scenario_languages(opt_file, languages, problems)
-        options = rules.check_options(opt_file, own, problems)
+        options = rules.check_options(opt_file, own, problems, catalogue=list(languages))
         options = rules.check_aliases(root / "aliases" / f"{name}.csv", options, problems)
         rules.check_overlay_coverage(name, options, own, root, problems)
         pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, own, problems,

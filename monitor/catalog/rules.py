@@ -150,7 +150,10 @@ def check_languages(path: Path, problems: list[Problem]) -> dict[str, tuple[str,
 
 
 def check_options(path: Path, languages: dict[str, tuple[str, ...]],
-                  problems: list[Problem]) -> dict[str, Option]:
+                  problems: list[Problem], *, catalogue: Collection[str] = ()
+                  ) -> dict[str, Option]:
+    """The options of a scenario; `catalogue`: the catalogue's languages when the scenario
+    is an overlay's (asked in `languages`, its columns), which cannot add a language."""
     f = str(path)
     try:
         header, raw_rows = read_csv(path)
@@ -171,8 +174,11 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
                                 row=1, fix="rename the first column from id to option_id"))
     for col in header[2:]:
         if col not in languages:
-            problems.append(Problem(f, f"column {col!r} is not a language in languages.yaml",
-                                    row=1, fix=f"add `{col}: [...]` to languages.yaml"))
+            fix = (f"name the column after a catalogue language ({', '.join(catalogue)}) or "
+                   "remove it" if catalogue else f"add `{col}: [...]` to languages.yaml")
+            where = "the catalogue" if catalogue else "languages.yaml"
+            problems.append(Problem(f, f"column {col!r} is not a language in {where}",
+                                    row=1, fix=fix))
     for lang in languages:
         if lang not in header:
             problems.append(Problem(f, f"missing column for language {lang!r}", row=1,

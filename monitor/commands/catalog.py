@@ -182,7 +182,7 @@ def catalog_pairs(args: argparse.Namespace) -> int:
     problems: list[Problem] = []
     catalogue = check_languages(default_catalog_dir() / "languages.yaml", problems)
     own = scenario_languages(opt_file, catalogue, problems)
-    options = check_options(opt_file, own, problems)
+    options = check_options(opt_file, own, problems, catalogue=list(catalogue))
     check_overlay_coverage(args.name, options, own, out, problems)
     if problems:
         for p in problems:
