@@ -382,7 +382,8 @@ def observations(base: np.ndarray, runs: np.ndarray) -> list[list[list[Observati
                 m, _, nt = runs[:, r, t, c]
                 se_b = bsd / math.sqrt(bn) if bn > 0 else math.nan
                 if tested(int(nt), int(bn), se_b):
-                    seq.append(Observation(m, int(nt), math.nan, math.nan, bm, se_b, int(bn)))
+                    seq.append(Observation(md=m, n=int(nt), ci_lower=math.nan, ci_upper=math.nan,
+                                           md_base=bm, se_base=se_b, n_base=int(bn)))
                 else:
                     seq.append(None)
             per_cell.append(seq)

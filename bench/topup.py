@@ -243,8 +243,9 @@ class _Client:
 
     async def complete(self, messages: list[dict[str, str]], **_: Any) -> CallResult:
         reply = answer(messages, self.params)
-        return CallResult(reply.text, None, 0.001, reply.input_tokens, reply.output_tokens,
-                          0.0001, "simulated/x", "fp-sim", 1)
+        return CallResult(text=reply.text, error=None, latency_s=0.001,
+                          input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+                          cost_usd=0.0001, model_id="simulated/x", fingerprint="fp-sim", attempts=1)
 
 
 def _daemon(cfg: Path, cat: Catalog) -> tuple[Daemon, Store]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "AlertState",
-           "AnswerFormat", "CallStatus", "LevelState", "Persona", "RunStatus", "Variant"]
+__all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "WEAKNESS_KIND",
+           "AlertState",
+           "AnswerFormat", "CallStatus", "Condition", "LevelState", "Persona", "RunStatus", "Side",
+           "StatKind", "Variant"]
 
 
 class CallStatus(StrEnum):
@@ -30,7 +32,7 @@ class RunStatus(StrEnum):
     PARTIAL = "partial"  # stopped early by the daily budget; its statistics are made
     FAILED = "failed"  # no statistics: nothing could be scored, or closed unresumed
     INTERRUPTED = "interrupted"  # resumable
-    TOPUP = "topup"  # a run's top-up confirmation (monitor.measure.topup): never a run of its own
+    TOPUP = "topup"  # a run's top-up confirmation (monitor.review.topup): never a run of its own
 
 
 #: Runs with statistics: what reports, baselines and gauges read.
@@ -89,3 +91,44 @@ POOLED = "all"
 
 #: The labels the three options of a triplet carry in a prompt.
 LABELS: tuple[str, str, str] = ("A", "B", "C")
+
+
+class StatKind(StrEnum):
+    """What one run_stats row holds (run_stats.kind): the run's own statistics
+    (monitor.measure.rows) and what its review adds (monitor.review)."""
+
+    MD = "md"  # per scenario x country; extra: se, did and its CI
+    JSD = "jsd"  # per scenario x language, this run alone
+    COVERAGE = "coverage"  # per language: scored / asked
+    WEAKNESS_LOCAL = "weakness_local"  # per country: the weakness share in its own language
+    WEAKNESS_FOREIGN = "weakness_foreign"  # ... and in the other languages
+    DRIFT = "drift"  # per cell: the run's MD minus the baseline's
+    PERSISTENCE = "persistence"  # pooled: how much of a triplet's d comes back when re-asked
+    JSD_WINDOW = "jsd_window"  # per scenario x language: the recent runs pooled
+    JSD_SHIFT = "jsd_shift"  # per language, once per rotation cycle: against the baseline's
+    TOPUP = "topup"  # per country: a top-up's verdict
+    REVIEW = "review"  # one per reviewed run: whether it was compared, and why not
+
+
+#: The weakness share's two kinds, by locality (monitor.stats.LOCALITIES).
+WEAKNESS_KIND: dict[str, StatKind] = {"local": StatKind.WEAKNESS_LOCAL,
+                                      "foreign": StatKind.WEAKNESS_FOREIGN}
+
+
+class Condition(StrEnum):
+    """What a cell's alert transition is about (alert messages' `condition`)."""
+
+    DRIFT = "drift"  # the CUSUM against the baseline
+    LEVEL = "level"  # the absolute level against thresholds.md_points
+
+
+class Side(StrEnum):
+    """Which way a cell's MD moved against the baseline."""
+
+    UP = "up"
+    DOWN = "down"
+
+    @classmethod
+    def of(cls, sign: float) -> Side:
+        """+1 (or any positive number) is up, else down."""
+        return cls.UP if sign > 0 else cls.DOWN

@@ -95,8 +95,9 @@ def test_fire_resolve_and_refire_are_each_sent_with_why(
 
 
 def _transition(run_id: str, was: str, now: str, reason: str) -> str:
-    t = Transition("sim", "all", "CN", was, now, run_id, 1.0, (0.6, 1.4), 40, 0.1, (0.0, 0.2),
-                   400, 3.0, reason, did=0.8, did_ci=(0.3, 1.3))
+    t = Transition(endpoint="sim", scenario="all", country="CN", from_state=was, to_state=now,
+                   run_id=run_id, md=1.0, ci=(0.6, 1.4), n=40, md_base=0.1, ci_base=(0.0, 0.2),
+                   n_base=400, z=3.0, reason=reason, did=0.8, did_ci=(0.3, 1.3))
     return json.dumps({"kind": "transition", **asdict(t)})
 
 

@@ -39,9 +39,11 @@ def _units(idx: np.ndarray, countries: np.ndarray, fixed: np.ndarray, persistenc
     c = countries[idx]
     pts[:, 0, :] += shift * (c == 0)
     scores = np.clip(np.round(pts * 100), 100, 1000).astype(np.int64)
-    return UnitScores(LANGS, ["pooled"], np.zeros(idx.size, np.int32), ["s"],
-                      np.zeros(idx.size, np.int32), [c for c, _ in LOCAL], c.astype(np.int32),
-                      scores, idx.astype(np.uint64) * 7919 + 1)
+    return UnitScores(languages=LANGS, groups=["pooled"], group=np.zeros(idx.size, np.int32),
+                      scenarios=["s"],
+                      scenario=np.zeros(idx.size, np.int32), countries=[c for c, _ in LOCAL],
+                      country=c.astype(np.int32),
+                      scores=scores, triplet=idx.astype(np.uint64) * 7919 + 1)
 
 
 def _runs(persistence: float, shift: float, reps: int = 300, n: int = 40
@@ -161,8 +163,10 @@ def test_the_detector_sees_the_adjusted_md_at_its_smaller_variance() -> None:
     from monitor.stats import MDRow
     from monitor.watch.drift import observe
 
-    run = MDRow("all", "C0", "l0", 0.40, 0.0, 0.8, 0.2, 40, 0.0, -1.0, 1.0)
-    base = MDRow("all", "C0", "l0", 0.10, 0.05, 0.15, 0.03, 1000, 0.0, -1.0, 1.0)
+    run = MDRow(scenario="all", country="C0", language="l0", md=0.40, ci_lower=0.0, ci_upper=0.8,
+                se=0.2, n=40, did=0.0, did_ci_lower=-1.0, did_ci_upper=1.0)
+    base = MDRow(scenario="all", country="C0", language="l0", md=0.10, ci_lower=0.05,
+                 ci_upper=0.15, se=0.03, n=1000, did=0.0, did_ci_lower=-1.0, did_ci_upper=1.0)
     raw, adj = observe(run, base), observe(run, base, md=0.25, factor=0.64)
     assert raw is not None and adj is not None
     assert raw.md == 0.40 and adj.md == 0.25

@@ -110,9 +110,12 @@ def test_a_killed_childs_run_is_closed_as_interrupted(tmp_path: Path,
                     "from monitor.store import owner\n"
                     "from monitor.store import RunRow, Store\n"
                     "now = datetime.now(UTC)\n"
-                    f"Store({str(db)!r}).create_run(RunRow('ep-r1', 'ep', 'm', False, 0, 0, "
-                    "'v', ['university'], ['en', 'zh'], ['plain'], 2, 4, now, None, "
-                    "'running', owner.token(), now, None, 1))\n"
+                    f"Store({str(db)!r}).create_run(RunRow(run_id='ep-r1', endpoint='ep', "
+                    "model='m', simulated=False, run_index=0, seed=0, catalog_version='v', "
+                    "scenarios=['university'], languages=['en', 'zh'], variants=['plain'], "
+                    "triplets=2, planned_calls=4, started_at=now, finished_at=None, "
+                    "status='running', owner=owner.token(), heartbeat_at=now, reason=None, "
+                    "attempts=1))\n"
                     "os.kill(os.getpid(), signal.SIGKILL)")
     asyncio.run(jobs.run_job("ep"))
     run = Store(db).get_run("ep-r1")

@@ -29,7 +29,8 @@ SD, N, N_BASE = 1.0, 20, 400  # per-triplet sd; triplets in the cell per run and
 
 def obs(md: float, base: float = 0.0, n: int = N, ci_half: float | None = None) -> Observation:
     half = 2.0 * SD / math.sqrt(n) if ci_half is None else ci_half
-    return Observation(md, n, md - half, md + half, base, SD / math.sqrt(N_BASE), N_BASE)
+    return Observation(md=md, n=n, ci_lower=md - half, ci_upper=md + half, md_base=base,
+                       se_base=SD / math.sqrt(N_BASE), n_base=N_BASE)
 
 
 def run(values: list[float], state: CellState | None = None, **kw: float) -> list[CellState]:
@@ -45,7 +46,8 @@ def test_variance_is_the_baselines_sd_at_the_runs_n_plus_the_baselines_error() -
     assert o.variance == pytest.approx(SD**2 / N + SD**2 / N_BASE)
     assert z_score(o) == pytest.approx(0.3 / math.sqrt(o.variance))
     # A baseline whose sd came out ~0 (integer scores) is floored at MIN_SD.
-    flat = Observation(0.3, 10, 0.3, 0.3, 0.0, 0.0, 50)
+    flat = Observation(md=0.3, n=10, ci_lower=0.3, ci_upper=0.3, md_base=0.0, se_base=0.0,
+                       n_base=50)
     assert flat.variance == pytest.approx(MIN_SD**2 / 10)
     assert variance(np.array([0.0, 0.05]), 400, 20).shape == (2,)
 
@@ -147,12 +149,14 @@ def test_the_level_needs_two_runs_to_enter_and_two_to_leave() -> None:
     s = step(s, obs(0.1, ci_half=0.1), **KW)  # type: ignore[arg-type]
     assert s.level == LevelState.WITHIN
     # Small cells (no interval to judge) keep the level.
-    tiny = Observation(3.0, 2, 2.9, 3.1, 0.0, 0.05, 400)
+    tiny = Observation(md=3.0, n=2, ci_lower=2.9, ci_upper=3.1, md_base=0.0, se_base=0.05,
+                       n_base=400)
     assert step(s, tiny, **KW).level == LevelState.WITHIN  # type: ignore[arg-type]
 
 
 def test_missing_observation_keeps_state() -> None:
-    s = CellState(PENDING, 6.0, 0.0, 1, 0, 2.0, "x")
+    s = CellState(state=PENDING, s_plus=6.0, s_minus=0.0, alarm_runs=1, calm_runs=0, z=2.0,
+                  reason="x")
     assert step(s, None, **KW) == s  # type: ignore[arg-type]
 
 
@@ -178,8 +182,9 @@ def test_the_array_core_is_the_same_detector_as_step() -> None:
                                        np.ones(cells, bool), delta=0.5, h=5.0,
                                        min_runs_firing=2)
         for c in range(cells):
-            o = Observation(float(diffs[t, c]), int(ns[c]), math.nan, math.nan, 0.0,
-                            SD / math.sqrt(N_BASE), N_BASE)
+            o = Observation(md=float(diffs[t, c]), n=int(ns[c]), ci_lower=math.nan,
+                            ci_upper=math.nan, md_base=0.0,
+                            se_base=SD / math.sqrt(N_BASE), n_base=N_BASE)
             scalar[c] = step(scalar[c], o, **KW)  # type: ignore[arg-type]
             assert scalar[c].state == names[int(code[c])]
             assert scalar[c].s_plus == pytest.approx(up[c], abs=1e-12)

@@ -337,16 +337,22 @@ def store(tmp_path: Path) -> Store:
                "score": 7.0 + j, "strengths": 2, "weaknesses": 1}
               for c in calls if c["status"] == "ok" for j, lab in enumerate("ABC")]
     store.write_batch(_columns(calls, CALL_COLUMNS), _columns(scores, SCORE_COLUMNS))
-    stats = [StatRow("md", scen, country, md, lo, hi, n) for scen, country, md, lo, hi, n
+    stats = [StatRow(kind="md", scenario=scen, key=country, value=md, ci_lower=lo, ci_upper=hi,
+                     n=n) for scen, country, md, lo, hi, n
              in MD_ROWS]
-    stats += [StatRow("coverage", "all", lang, ratio, n=5) for lang, ratio in COVERAGE.items()]
+    stats += [StatRow(kind="coverage", scenario="all", key=lang, value=ratio, n=5) for lang,
+              ratio in COVERAGE.items()]
     store.write_stats("r-a", stats)
-    store.write_stats("r-a", [StatRow("drift", "all", "CN", 0.5),
-                              StatRow("jsd_window", "all", "zh", 0.02, 0.01, 0.03, 30)],
+    store.write_stats("r-a", [StatRow(kind="drift", scenario="all", key="CN", value=0.5),
+                              StatRow(kind="jsd_window", scenario="all", key="zh", value=0.02,
+                                      ci_lower=0.01, ci_upper=0.03, n=30)],
                       replace=False)
     store.finish_run("r-a", RunStatus.COMPLETE)
-    store.save_alert_states(A, [CellRecord("all", "CN", "firing", 6.0, 0.0, 2, 0, 3.1, "r",
-                                           "r-a", datetime.now(UTC), None)], [])
+    store.save_alert_states(A, [CellRecord(scenario="all", country="CN", state="firing",
+                                           s_plus=6.0, s_minus=0.0, alarm_runs=2, calm_runs=0,
+                                           z=3.1, reason="r",
+                                           last_run_id="r-a", changed_at=datetime.now(UTC),
+                                           notified_at=None)], [])
     # another endpoint in the same file: its calls must not count for A
     store.create_run(_run("r-b", B))
     other = [_call("r-b", i, B, "ok", 0.2, 10, 5, 1.0) for i in range(3)]

@@ -22,7 +22,9 @@ SCEN = ["relocation", "travel", "university"]
 
 def _row(lang: str, value: float, lo: float, hi: float, n: int = 100,
          scenario: str = "all") -> JSDRow:
-    return JSDRow(scenario, lang, value, lo, hi, 0.01, n, value, value ** 0.5, 0.0)
+    return JSDRow(scenario=scenario, language=lang, jsd_bits=value, ci_lower=lo, ci_upper=hi,
+                  p_value=0.01, n=n, plugin_bits=value, js_distance_bits=value ** 0.5,
+                  js_distance_nat=0.0)
 
 
 def test_the_change_lies_inside_its_interval_and_is_flagged_only_beyond_the_threshold(

@@ -32,10 +32,13 @@ ACCEPTED = Answer(202, '{"status": "success", "message": "Event processed"}')
 
 def _transition(run_id: str, was: str, now: str, *, reason: str = "drift up",
                 country: str = "CN") -> str:
-    mover = Mover("all", "tsinghua", country, "Tsinghua University", "清华大学", "zh", 7.0,
-                  9.5, 40, 12)
-    t = Transition("prod", "all", country, was, now, run_id, 1.0, (0.6, 1.4), 40, 0.1,
-                   (0.0, 0.2), 400, 3.0, reason, movers=[mover], did=0.8, did_ci=(0.3, 1.3))
+    mover = Mover(scenario="all", option_id="tsinghua", country=country,
+                  name_en="Tsinghua University", name_local="清华大学", language="zh", old=7.0,
+                  new=9.5, n_old=40, n_new=12)
+    t = Transition(endpoint="prod", scenario="all", country=country, from_state=was, to_state=now,
+                   run_id=run_id, md=1.0, ci=(0.6, 1.4), n=40, md_base=0.1,
+                   ci_base=(0.0, 0.2), n_base=400, z=3.0, reason=reason, movers=[mover], did=0.8,
+                   did_ci=(0.3, 1.3))
     return json.dumps({"kind": "transition", **asdict(t)})
 
 
@@ -96,8 +99,9 @@ def test_the_webhook_posts_the_documented_body_with_headers_from_the_environment
 
 def test_a_number_without_a_value_is_null_not_nan(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    t = Transition("prod", "all", "CN", "pending", "firing", "r1", 1.0, (float("nan"),) * 2, 1,
-                   0.1, (0.0, 0.2), 400, None, "drift up")
+    t = Transition(endpoint="prod", scenario="all", country="CN", from_state="pending",
+                   to_state="firing", run_id="r1", md=1.0, ci=(float("nan"),) * 2, n=1,
+                   md_base=0.1, ci_base=(0.0, 0.2), n_base=400, z=None, reason="drift up")
     with serve() as hook:
         sinks = _sinks(monkeypatch, webhook=hook)
         store = Store(tmp_path / "m.duckdb")

@@ -24,8 +24,8 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
 
 def _entry(run_id: str, endpoint: str = "prod", verdict: str = "no drift alert") -> site.Entry:
-    return site.Entry(run_id, endpoint, "2026-12-01T10:00:00+00:00",
-                      "2026-12-01T10:05:00+00:00", "complete", verdict)
+    return site.Entry(run_id=run_id, endpoint=endpoint, started_at="2026-12-01T10:00:00+00:00",
+                      finished_at="2026-12-01T10:05:00+00:00", status="complete", verdict=verdict)
 
 
 def _publish(root: Path, run_id: str, keep: int = 50, **kw: str) -> list[site.Entry]:

@@ -131,7 +131,8 @@ def _run(run_id: str = "r1", *, endpoint: str = "gpt4o-prod", run_index: int = 0
 
 
 def _stats(run_id: str, keys: list[tuple[str, str, float]]) -> list[StatRow]:
-    return [StatRow("md", scen, key, value, value - 0.5, value + 0.5, 12, None, '{"se": 0.25}')
+    return [StatRow(kind="md", scenario=scen, key=key, value=value, ci_lower=value - 0.5,
+                    ci_upper=value + 0.5, n=12, p_value=None, extra='{"se": 0.25}')
             for scen, key, value in keys]
 
 
@@ -519,7 +520,8 @@ def test_write_stats_replaces_the_runs_previous_stats(store: Store) -> None:
 
 def test_failed_write_stats_keeps_the_previous_stats_and_the_store_usable(store: Store) -> None:
     store.write_stats("r1", _stats("r1", [("all", "CN", 0.9)]))
-    bad = [*_stats("r1", [("all", "KR", 0.6)]), StatRow("md", "all", "JP", 0.4, n=2**40)]
+    bad = [*_stats("r1", [("all", "KR", 0.6)]), StatRow(kind="md", scenario="all", key="JP",
+                                                        value=0.4, n=2**40)]
     with pytest.raises(StoreError, match="out of range"):  # n does not fit INTEGER
         store.write_stats("r1", bad)
     assert [st.key for _, st in store.stats_of(["r1"])] == ["CN"]
@@ -550,8 +552,12 @@ def test_failed_calls_replaced_on_resume_are_still_counted(tmp_path: Path) -> No
 def test_alert_states_and_events_are_saved_and_replaced(tmp_path: Path) -> None:
     store = Store(tmp_path / "a.duckdb")
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    state = CellRecord("all", "CN", "pending", 6.0, 0.0, 1, 0, 3.1, "drift up", "r1", now, None)
-    event = AlertEvent("all", "CN", now, "ok", "pending", "r1", 1.0, 0.2, 3.1, "drift up")
+    state = CellRecord(scenario="all", country="CN", state="pending", s_plus=6.0, s_minus=0.0,
+                       alarm_runs=1, calm_runs=0, z=3.1, reason="drift up", last_run_id="r1",
+                       changed_at=now, notified_at=None)
+    event = AlertEvent(scenario="all", country="CN", event_at=now, from_state="ok",
+                       to_state="pending", run_id="r1", md=1.0, md_base=0.2, z=3.1,
+                       reason="drift up")
     store.save_alert_states("ep", [state], [event])
     store.save_alert_states("ep", [replace(state, state="firing", alarm_runs=2)],
                             [replace(event, from_state="pending", to_state="firing")])

@@ -87,8 +87,9 @@ def read_catalog(root: Path | None = None, extra: Sequence[Path] = ()
     if problems:
         return None, problems
     overlays = tuple(Path(p) for p in extra)
-    return Catalog(root, catalog_version(root, overlays), languages, scenarios, prompts,
-                   overlays), []
+    return Catalog(root=root, version=catalog_version(root, overlays), languages=languages,
+                   scenarios=scenarios, prompts=prompts,
+                   extra=overlays), []
 
 
 def load_catalog(root: Path | None = None, extra: Sequence[Path] = ()) -> Catalog:

@@ -138,7 +138,7 @@ class Scenario:
         return out or every
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Catalog:
     root: Path
     version: str

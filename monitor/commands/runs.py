@@ -22,7 +22,7 @@ __all__ = ["runs_command", "runs_main", "summary_record"]
 
 def _status(s: RunSummary) -> str:
     r = s.run
-    if r.status == "running" and not owners.alive(r.owner, r.heartbeat_at):
+    if r.status == RunStatus.RUNNING and not owners.alive(r.owner, r.heartbeat_at):
         return "orphaned"
     return r.status
 

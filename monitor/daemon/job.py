@@ -39,7 +39,7 @@ from monitor.measure.run import make_client
 from monitor.measure.sampling import Sampler
 from monitor.stats import jsd_of
 from monitor.store import Baseline, RunRow, StatRow, Store, Usage
-from monitor.vocab import POOLED, RunStatus
+from monitor.vocab import POOLED, RunStatus, StatKind
 from monitor.watch import Evaluation, evaluate
 from monitor.watch.evaluate import suspects
 from monitor.watch.reference import BaselineCache
@@ -215,12 +215,15 @@ class Daemon:
             log.warning("endpoint %s: %s/%s %s -> %s (%s)", endpoint.name, t.scenario,
                         t.country, t.from_state, t.to_state, t.reason)
         self.state.set_flag("comparable", endpoint.name, int(ev.comparable))
-        rows = [StatRow("drift", s, c, v) for (s, c), v in ev.drift.items()]
+        rows = [StatRow(kind=StatKind.DRIFT, scenario=s, key=c, value=v) for (s, c),
+                v in ev.drift.items()]
         if (p := ev.persistence) is not None and math.isfinite(p.rho):
             # How much of a triplet's d comes back when it is asked again (the baseline as
             # covariate, monitor.stats.covariate): the run's pairs, pooled over cells.
-            rows.append(StatRow("persistence", POOLED, POOLED, p.rho, p.ci_lower, p.ci_upper,
-                                p.pairs, None, json.dumps({"theta": round(p.theta, 4),
+            rows.append(StatRow(kind=StatKind.PERSISTENCE, scenario=POOLED, key=POOLED,
+                                value=p.rho, ci_lower=p.ci_lower, ci_upper=p.ci_upper,
+                                n=p.pairs, p_value=None, extra=json.dumps({"theta": round(p.theta,
+                                                                                          4),
                                                            "used": p.used})))
         runs = self.store.runs(endpoint.name)  # read once: the JSD window and the shape check
         window = [r.run_id for r in runs
@@ -228,8 +231,9 @@ class Daemon:
                   and r.catalog_version == result.run.catalog_version]
         window = window[-self.settings.baseline.jsd_window_runs:]
         extra = json.dumps({"window_runs": len(window)})
-        rows += [StatRow("jsd_window", j.scenario, j.language, j.jsd_bits, j.ci_lower,
-                         j.ci_upper, j.n, j.p_value, extra)
+        rows += [StatRow(kind=StatKind.JSD_WINDOW, scenario=j.scenario, key=j.language,
+                         value=j.jsd_bits, ci_lower=j.ci_lower,
+                         ci_upper=j.ci_upper, n=j.n, p_value=j.p_value, extra=extra)
                  for j in jsd_of(self.store, window, result.run.languages, seed=result.run.seed,
                                  n_boot=WINDOW_BOOT)]
         if ev.comparable:
@@ -281,8 +285,9 @@ class Daemon:
             extra = json.dumps({"cycle_runs": cycle, "runs": len(cycle_ids), "n_base": r.n_base,
                                 "cycle_bits": r.cycle_bits, "base_bits": r.base_bits,
                                 "threshold_bits": threshold, "changed": r.changed})
-            out.append(StatRow("jsd_shift", POOLED, r.language, r.change_bits, r.ci_lower,
-                               r.ci_upper, r.n, None, extra))
+            out.append(StatRow(kind=StatKind.JSD_SHIFT, scenario=POOLED, key=r.language,
+                               value=r.change_bits, ci_lower=r.ci_lower,
+                               ci_upper=r.ci_upper, n=r.n, p_value=None, extra=extra))
         return out
 
     def _today(self, endpoint: Endpoint) -> Usage:

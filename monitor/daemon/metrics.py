@@ -20,17 +20,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from monitor.store import Store
-from monitor.vocab import FINISHED, LEVEL_VALUE, STATE_VALUE, CallStatus, RunStatus
+from monitor.vocab import (
+    FINISHED,
+    LEVEL_VALUE,
+    STATE_VALUE,
+    WEAKNESS_KIND,
+    CallStatus,
+    RunStatus,
+    StatKind,
+)
 
 __all__ = ["LATENCY_BUCKETS", "MetricsState", "Snapshot"]
 
 # The counters the daemon itself counts since start (set_flag), not read from the store.
 _COUNTER_FLAGS = ("run_failures", "delivery_failures", "runs_skipped")
+#: weakness_local -> local, weakness_foreign -> foreign (the gauge's locality label).
+LOCALITY = {kind: loc for loc, kind in WEAKNESS_KIND.items()}
 LATENCY_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
                                       120.0)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Snapshot:
     md: dict[tuple[str, str, str], tuple[float, float | None, float | None]] = field(
         default_factory=dict)
@@ -118,24 +128,24 @@ def _load(store: Store, ep: str) -> Snapshot:
         for _, st in store.stats_of([measured.run_id]):
             if st.value is None:
                 continue
-            if st.kind == "md":
+            if st.kind == StatKind.MD:
                 snap.md[(ep, st.scenario, st.key)] = (st.value, st.ci_lower, st.ci_upper)
                 snap.md_n[(ep, st.scenario, st.key)] = int(st.n or 0)
-            elif st.kind == "drift":
+            elif st.kind == StatKind.DRIFT:
                 snap.drift[(ep, st.scenario, st.key)] = st.value
-            elif st.kind == "jsd_window":
+            elif st.kind == StatKind.JSD_WINDOW:
                 snap.jsd[(ep, st.scenario, st.key)] = st.value
-            elif st.kind == "coverage":
+            elif st.kind == StatKind.COVERAGE:
                 snap.coverage[(ep, st.key)] = st.value
-            elif st.kind.startswith("weakness_"):  # weakness_local / weakness_foreign
-                snap.weakness_share[(ep, st.key, st.kind.removeprefix("weakness_"))] = st.value
+            elif st.kind in LOCALITY:  # weakness_local / weakness_foreign
+                snap.weakness_share[(ep, st.key, LOCALITY[st.kind])] = st.value
         if base is not None:  # read back, so the gauge survives a restart
             model = store.run_model_ids([measured.run_id])[measured.run_id]
             snap.comparable[ep] = int(model == base.model_id
                                       and measured.catalog_version == base.catalog_version
                                       and measured.setup == base.setup)
     # The latest shape comparison (once per rotation cycle), wherever it is stored.
-    for st in store.latest_stats(ep, "jsd_shift"):
+    for st in store.latest_stats(ep, StatKind.JSD_SHIFT):
         if st.value is not None:
             snap.jsd_shift[(ep, st.key)] = (st.value, st.ci_lower, st.ci_upper)
             snap.jsd_changed[(ep, st.key)] = int(bool(json.loads(st.extra or "{}").get(

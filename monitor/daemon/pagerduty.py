@@ -19,6 +19,7 @@ from typing import Any
 from monitor.config import PagerDuty, Report
 from monitor.daemon.sinks import Outcome, cell_key, opens, post
 from monitor.daemon.webhook import transition_doc
+from monitor.vocab import Condition
 from monitor.watch import Transition, bias_or_leniency
 
 __all__ = ["PagerDutySink", "event"]
@@ -32,7 +33,7 @@ def _ci(lo: float, hi: float) -> str:
 
 
 def summary(t: Transition, *, simulated: bool) -> str:
-    what = "level " if t.condition == "level" else ""
+    what = "level " if t.condition == Condition.LEVEL else ""
     text = (f"Local-language bias {what}{t.to_state.upper()} on {t.endpoint}: {t.country} "
             f"(scenario {t.scenario}) MD {t.md:+.2f} {_ci(*t.ci)} n={t.n} vs baseline "
             f"{t.md_base:+.2f} {_ci(*t.ci_base)} n={t.n_base}; "

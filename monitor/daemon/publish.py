@@ -90,6 +90,7 @@ class Reporter:
             report = build(store, self.catalog, [run], trend_to(store, run))
             line = verdict(store, run.endpoint)
         render_html([report], out)
-        return site.Entry(run.run_id, run.endpoint, run.started_at.isoformat(),
-                          run.finished_at.isoformat() if run.finished_at else None,
-                          str(run.status), line)
+        return site.Entry(run_id=run.run_id, endpoint=run.endpoint,
+                          started_at=run.started_at.isoformat(),
+                          finished_at=run.finished_at.isoformat() if run.finished_at else None,
+                          status=str(run.status), verdict=line)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from monitor.store import RunRow
+from monitor.vocab import RunStatus
 
 __all__ = ["MAX_ATTEMPTS", "RESUME_WITHIN", "Triage", "triage"]
 
@@ -36,7 +37,7 @@ class Triage:
 def triage(runs: Sequence[RunRow], catalog_version: str, setup: str, *,
            now: datetime | None = None) -> Triage:
     now = now or datetime.now(UTC)
-    waiting = sorted((r for r in runs if r.status == "interrupted"),
+    waiting = sorted((r for r in runs if r.status == RunStatus.INTERRUPTED),
                      key=lambda r: (r.started_at, r.run_id), reverse=True)
     resume: RunRow | None = None
     close: list[tuple[RunRow, str]] = []

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from monitor.config import Delivery
 from monitor.httpio import NoReply, Reply, post_json
-from monitor.vocab import AlertState, LevelState
+from monitor.vocab import AlertState, Condition, LevelState
 from monitor.watch import Transition
 
 __all__ = ["Outcome", "Sink", "cell_key", "headline", "opens", "post", "redact", "secret_parts"]
@@ -63,7 +63,7 @@ class Sink(Protocol):
 def headline(endpoint: str, transitions: list[Transition], *, simulated: bool) -> str:
     """The message's one line: what changed where (every sink's title)."""
     firing = [t for t in transitions if t.to_state == AlertState.FIRING]
-    level = [t for t in transitions if t.condition == "level"
+    level = [t for t in transitions if t.condition == Condition.LEVEL
              and t.to_state != LevelState.WITHIN]
     head = (f"Local-language bias FIRING on {endpoint}" if firing
             else f"Local-language bias level beyond threshold on {endpoint}" if level

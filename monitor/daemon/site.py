@@ -59,7 +59,7 @@ HEADERS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Entry:
     """One run in the index."""
 

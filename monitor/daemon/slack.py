@@ -26,6 +26,7 @@ from slack_sdk.webhook import WebhookClient
 
 from monitor.config import Report, Slack
 from monitor.daemon.sinks import Outcome, headline
+from monitor.vocab import Condition
 from monitor.watch import Transition, bias_or_leniency
 
 __all__ = ["SlackNotifier", "build_blocks", "escape"]
@@ -62,7 +63,7 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
                                      "text": {"type": "plain_text", "text": head[:150]}}]
     shown = transitions[:MAX_SECTIONS]  # Block Kit allows 50 blocks per message
     for t in shown:
-        what = "level " if t.condition == "level" else ""
+        what = "level " if t.condition == Condition.LEVEL else ""
         lines = [f"*{escape(t.country)}* - scenario {escape(t.scenario)}: {what}"
                  f"{escape(t.from_state)} -> *{escape(t.to_state)}*",
                  f"MD now {t.md:+.2f} {_ci(t.ci)} (n={t.n}) vs baseline {t.md_base:+.2f} "

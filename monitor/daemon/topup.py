@@ -31,7 +31,7 @@ from monitor.measure.run import ask
 from monitor.measure.sampling import Sampler
 from monitor.store import Baseline, RunRow, StatRow, Store
 from monitor.store import owner as owners
-from monitor.vocab import POOLED, RunStatus
+from monitor.vocab import POOLED, RunStatus, Side, StatKind
 from monitor.watch import topup
 from monitor.watch.evaluate import Suspect
 from monitor.watch.reference import BaselineCache, md_and_covariate
@@ -87,7 +87,7 @@ async def confirm(settings: Settings, catalog: Catalog, store: Store, endpoint: 
     verdicts: dict[str, topup.Verdict] = {}
     tp = settings.topup
     for sus in found:
-        side = "up" if sus.side > 0 else "down"
+        side = Side.of(sus.side)
         # A top-up can take minutes under an rpm limit (up to topup.max_triplets in
         # every language): its start is said, not only its end.
         log.info("endpoint %s: run %s: %s suspected %s (CUSUM %.1f nats > topup.suspect_h "
@@ -162,14 +162,16 @@ async def _one(settings: Settings, catalog: Catalog, store: Store, endpoint: End
                      sus.country, run.run_id, asked, asked * langs, value, yes, no)
         if not_asked:
             break  # the budget refused calls: what is there is what the test has
-    v = topup.Verdict(sus.country, sus.side, decision, n, md, ci, value, asked, row.run_id)
+    v = topup.Verdict(country=sus.country, side=sus.side, decision=decision, n=n, md=md, ci=ci,
+                      llr=value, asked=asked, run_id=row.run_id)
     await asyncio.to_thread(store.finish_run, row.run_id, RunStatus.TOPUP,
                             f"top-up of {sus.country} for run {run.run_id}: {v.word}")
     return v
 
 
 def _rows(verdicts: dict[str, topup.Verdict]) -> list[StatRow]:
-    return [StatRow("topup", POOLED, v.country, v.md, v.ci[0], v.ci[1], v.n, None,
-                    json.dumps({"decision": v.word, "side": v.side, "llr": round(v.llr, 3),
+    return [StatRow(kind=StatKind.TOPUP, scenario=POOLED, key=v.country, value=v.md,
+                    ci_lower=v.ci[0], ci_upper=v.ci[1], n=v.n, p_value=None,
+                    extra=json.dumps({"decision": v.word, "side": v.side, "llr": round(v.llr, 3),
                                 "asked": v.asked, "run_id": v.run_id}))
             for v in verdicts.values()]

@@ -80,7 +80,7 @@ _BACKOFF_BASE_S = 1.0
 _BACKOFF_CAP_S = 60.0
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CallResult:
     """What one probe call returned (or why it failed)."""
 
@@ -245,8 +245,11 @@ class LLMClient:
                 break
             backoff = min(_BACKOFF_CAP_S, self._backoff_base_s * 2 ** (attempt - 1))
             await self._sleep(wait if wait is not None else backoff * (0.5 + self._jitter()))
-        return CallResult(None, error, self._clock() - started, None, None, None, None, None,
-                          attempt, AnswerFormat.JSON_SCHEMA if fmt else AnswerFormat.TEXT)
+        return CallResult(text=None, error=error, latency_s=self._clock() - started,
+                          input_tokens=None, output_tokens=None, cost_usd=None, model_id=None,
+                          fingerprint=None,
+                          attempts=attempt,
+                          answer_format=AnswerFormat.JSON_SCHEMA if fmt else AnswerFormat.TEXT)
 
     async def _call(self, messages: list[dict[str, str]], language: str | None,
                     schema: dict[str, Any] | None) -> Any:
@@ -279,8 +282,10 @@ class LLMClient:
         model_id = getattr(response, "model", None)
         fingerprint = getattr(response, "system_fingerprint", None)
         error = None if text else "empty answer (no choices or no content)"
-        return CallResult(text, error, latency, tin, tout, self._cost(response, tin, tout),
-                          model_id, fingerprint, attempts, answer_format)
+        return CallResult(text=text, error=error, latency_s=latency, input_tokens=tin,
+                          output_tokens=tout, cost_usd=self._cost(response, tin, tout),
+                          model_id=model_id, fingerprint=fingerprint, attempts=attempts,
+                          answer_format=answer_format)
 
     def _cost(self, response: Any, tin: int | None, tout: int | None) -> float | None:
         price = self.endpoint.cost_per_1k_tokens

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 
 from monitor.catalog import LABELS, Catalog
 from monitor.measure.sampling import ProbeSpec
+from monitor.vocab import Variant
 
 __all__ = ["Prompt", "build_prompt"]
 
 _PERSONA = {"plain": "neutral", "cot": "neutral", "female": "female", "male": "male"}
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Prompt:
     """The messages for one (triplet, language) probe."""
 
@@ -57,8 +58,9 @@ def build_prompt(catalog: Catalog, spec: ProbeSpec, language: str) -> Prompt:
     lines = [texts.option_line.replace("{label}", lab).replace("{name}", name)
              for lab, name in names.items()]
     parts = [situation.strip(), "\n".join(lines), texts.task.strip()]
-    if spec.variant == "cot":
+    if spec.variant == Variant.COT:
         parts.append(texts.cot.strip())
     parts.append(texts.answer_format.strip())
-    return Prompt(language, scenario.system.strip(), "\n\n".join(parts), labels, names,
-                  aliases)
+    return Prompt(language=language, system=scenario.system.strip(), user="\n\n".join(parts),
+                  labels=labels, names=names,
+                  aliases=aliases)

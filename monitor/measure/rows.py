@@ -14,7 +14,7 @@ from monitor.measure.prompts import Prompt
 from monitor.measure.sampling import ProbeSpec
 from monitor.stats import LOCALITIES, Summary, nullable
 from monitor.store import RunRow, StatRow
-from monitor.vocab import POOLED, CallStatus
+from monitor.vocab import POOLED, WEAKNESS_KIND, CallStatus, StatKind
 
 __all__ = ["Record", "call_record", "columns", "stat_rows"]
 
@@ -58,24 +58,27 @@ def columns(rows: Sequence[dict[str, Any]], cols: tuple[tuple[str, str], ...]
 
 def stat_rows(s: Summary) -> list[StatRow]:
     """The run's statistics as run_stats rows (what the exporter and the report read)."""
-    rows = [StatRow("md", r.scenario, r.country, nullable(r.md), nullable(r.ci_lower),
-                    nullable(r.ci_upper), r.n, None,
-                    json.dumps({"se": nullable(r.se), "did": nullable(r.did),
+    rows = [StatRow(kind=StatKind.MD, scenario=r.scenario, key=r.country, value=nullable(r.md),
+                    ci_lower=nullable(r.ci_lower),
+                    ci_upper=nullable(r.ci_upper), n=r.n, p_value=None,
+                    extra=json.dumps({"se": nullable(r.se), "did": nullable(r.did),
                                 "did_ci_lower": nullable(r.did_ci_lower),
                                 "did_ci_upper": nullable(r.did_ci_upper)})) for r in s.md]
-    rows += [StatRow("jsd", r.scenario, r.language, nullable(r.jsd_bits), nullable(r.ci_lower),
-                     nullable(r.ci_upper), r.n, nullable(r.p_value),
-                     json.dumps({"plugin_bits": r.plugin_bits,
+    rows += [StatRow(kind=StatKind.JSD, scenario=r.scenario, key=r.language,
+                     value=nullable(r.jsd_bits), ci_lower=nullable(r.ci_lower),
+                     ci_upper=nullable(r.ci_upper), n=r.n, p_value=nullable(r.p_value),
+                     extra=json.dumps({"plugin_bits": r.plugin_bits,
                                  "js_distance_bits": r.js_distance_bits,
                                  "js_distance_nat": r.js_distance_nat})) for r in s.jsd]
-    rows += [StatRow("coverage", POOLED, r.language, nullable(r.ratio), None, None, r.asked)
+    rows += [StatRow(kind=StatKind.COVERAGE, scenario=POOLED, key=r.language,
+                     value=nullable(r.ratio), ci_lower=None, ci_upper=None, n=r.asked)
              for r in s.coverage]
     for w in s.weakness:  # kind weakness_local / weakness_foreign, key = country
         for loc in LOCALITIES:
-            rows.append(StatRow(f"weakness_{loc}", POOLED, w.country,
-                                nullable(getattr(w, f"share_{loc}")),
-                                nullable(getattr(w, f"{loc}_lower")),
-                                nullable(getattr(w, f"{loc}_upper")), w.n, None,
-                                json.dumps({"language": w.language,
+            rows.append(StatRow(kind=WEAKNESS_KIND[loc], scenario=POOLED, key=w.country,
+                                value=nullable(getattr(w, f"share_{loc}")),
+                                ci_lower=nullable(getattr(w, f"{loc}_lower")),
+                                ci_upper=nullable(getattr(w, f"{loc}_upper")), n=w.n, p_value=None,
+                                extra=json.dumps({"language": w.language,
                                             "points": getattr(w, f"points_{loc}")})))
     return rows

@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 DRAIN_S = 10.0
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class RunOptions:
     """Command-line overrides of the configured sampling."""
 
@@ -157,10 +157,13 @@ def _new_run(settings: Settings, catalog: Catalog, store: Store, endpoint: Endpo
     now = datetime.now(UTC)
     run_id = f"{endpoint.name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
     setup = setup_for(endpoint, list(languages), list(catalog.languages))
-    return RunRow(run_id, endpoint.name, endpoint.model, endpoint.simulated, index, seed,
-                  catalog.version, list(scenarios), list(languages), list(s.variants), triplets,
-                  triplets * len(languages), now, None, RunStatus.RUNNING, owners.token(), now,
-                  None, 1, setup.key), setup
+    return RunRow(run_id=run_id, endpoint=endpoint.name, model=endpoint.model,
+                  simulated=endpoint.simulated, run_index=index, seed=seed,
+                  catalog_version=catalog.version, scenarios=list(scenarios),
+                  languages=list(languages), variants=list(s.variants), triplets=triplets,
+                  planned_calls=triplets * len(languages), started_at=now, finished_at=None,
+                  status=RunStatus.RUNNING, owner=owners.token(), heartbeat_at=now,
+                  reason=None, attempts=1, setup=setup.key), setup
 
 
 def make_client(catalog: Catalog, endpoint: Endpoint) -> ChatClient:

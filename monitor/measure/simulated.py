@@ -56,7 +56,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class SimParams:
     """Parameters of the simulated model (the endpoint's `params`)."""
 

@@ -25,7 +25,7 @@ from monitor.catalog import Catalog
 from monitor.report.verdict import Headline, headline
 from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, nullable, weakness_of
 from monitor.store import AlertEvent, Baseline, RunRow, StatRow, Store
-from monitor.vocab import POOLED, AlertState, CallStatus
+from monitor.vocab import POOLED, AlertState, CallStatus, StatKind
 from monitor.watch import rank_movers
 
 __all__ = ["DETAIL_RUNS", "EndpointReport", "Evidence", "Example", "build", "to_json"]
@@ -40,7 +40,7 @@ DETAIL_RUNS = 10
 _COVERAGE = ["language", "asked", "scored", "unparseable", "refused", "failed"]
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Evidence:
     """A probe that moved most against the baseline (monitor.watch.Mover), with an
     answer of each side to read."""
@@ -80,7 +80,7 @@ class Period:
     end_run: str | None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EndpointReport:
     endpoint: str
     model: str
@@ -128,7 +128,7 @@ def _history(store: Store, runs: list[RunRow]) -> pd.DataFrame:
     started = {r.run_id: r.started_at for r in runs}
     rows = [{"run_id": run_id, "started_at": started[run_id], "country": st.key, "md": st.value,
              "ci_lower": st.ci_lower, "ci_upper": st.ci_upper, "n": st.n}
-            for run_id, st in store.stats_of(list(started), kind="md", scenario=POOLED)]
+            for run_id, st in store.stats_of(list(started), kind=StatKind.MD, scenario=POOLED)]
     cols = ["run_id", "started_at", "country", "md", "ci_lower", "ci_upper", "n"]
     return pd.DataFrame(rows, columns=cols).sort_values(["started_at", "run_id"],
                                                          ignore_index=True)
@@ -144,9 +144,11 @@ def _movers(store: Store, catalog: Catalog, now: list[str], base: list[str]) -> 
                                   farthest=True)
         t_old = store.answer_text(base, m.scenario, m.option_id, m.language, m.old,
                                   farthest=False)
-        out.append(Evidence(m.scenario, m.option_id, m.country, m.name_en, m.name_local,
-                            m.language, m.old, m.new, m.n_old, m.n_new,
-                            (t_old or "")[:TEXT_LIMIT], (t_new or "")[:TEXT_LIMIT]))
+        out.append(Evidence(scenario=m.scenario, option_id=m.option_id, country=m.country,
+                            name_en=m.name_en, name_local=m.name_local,
+                            language=m.language, old=m.old, new=m.new, n_old=m.n_old, n_new=m.n_new,
+                            text_old=(t_old or "")[:TEXT_LIMIT],
+                            text_new=(t_new or "")[:TEXT_LIMIT]))
     return out
 
 
@@ -298,15 +300,20 @@ def build(store: Store, catalog: Catalog, runs: list[RunRow], trend: list[RunRow
                 "for them; free-text answers and some response formats leave them out)")
     names = {lang: catalog.prompts[lang].language_name for lang in languages
              if lang in catalog.prompts}
-    rep = EndpointReport(ep, last.model, bool(last.simulated), runs, window_text, languages, jsd,
-                         md, weakness, by_lang, local_marks, _history(store, trend), base,
-                         base_md, alerts, movers, names, coverage,
-                         _frame(deviation_of(store, ids, languages, local)), detail, detail_of,
-                         states, levels, _periods(alerts, trend),
-                         _examples(store, ids) if not len(scores) else [], note)
+    rep = EndpointReport(endpoint=ep, model=last.model, simulated=bool(last.simulated), runs=runs,
+                         window=window_text, languages=languages, jsd=jsd,
+                         md=md, weakness=weakness, scores=by_lang, local_scores=local_marks,
+                         history=_history(store, trend), baseline=base,
+                         baseline_md=base_md, alerts=alerts, movers=movers, language_names=names,
+                         coverage=coverage,
+                         deviation=_frame(deviation_of(store, ids, languages, local)),
+                         detail_md=detail, detail_runs=detail_of,
+                         states=states, levels=levels, periods=_periods(alerts, trend),
+                         examples=_examples(store, ids) if not len(scores) else [],
+                         weakness_note=note)
     events = sorted({_own_run(a.run_id) for a in alerts})
     rep.alert_md = {(run_id, st.scenario, st.key): st
-                    for run_id, st in store.stats_of(events, kind="md")} if events else {}
+                    for run_id, st in store.stats_of(events, kind=StatKind.MD)} if events else {}
     rep.headline = headline(md, coverage, states, levels, base, model=last.model)
     return rep
 

@@ -37,7 +37,7 @@ def stat(value: Any, lo: Any, hi: Any, n: Any, *, test: bool = True,
         return None
     if sig is None:
         sig = test and significant(a, b, int(n))
-    return Stat(v, a, b, int(n), bool(sig), int(n) < MIN_CELL_N)
+    return Stat(value=v, lo=a, hi=b, n=int(n), sig=bool(sig), thin=int(n) < MIN_CELL_N)
 
 
 def unreadable(store: Store, runs: list[RunRow]) -> set[str]:

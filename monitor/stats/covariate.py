@@ -37,7 +37,7 @@ __all__ = ["MIN_PAIRS", "Adjusted", "BaseTable", "Persistence", "adjust", "base_
 MIN_PAIRS = 20  # fewer pairs estimate rho too loosely for theta to pay
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Persistence:
     """rho between a triplet's d in the run and in the baseline, pooled over cells."""
 
@@ -49,7 +49,7 @@ class Persistence:
     used: bool  # the adjustment pays (rho's interval above 0) and is applied
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Adjusted:
     """One pooled country cell of the run, as the detector sees it with CUPED."""
 
@@ -117,5 +117,6 @@ def adjust(run: UnitScores, base_d: BaseTable, local: list[tuple[str, str]]
         else:
             md, factor = x, 1.0
         country = local[ci][0]
-        out[country] = Adjusted(country, md, x, n, covered, factor)
-    return out, Persistence(rho, lo, hi, pairs, theta if used else 0.0, used)
+        out[country] = Adjusted(country=country, md=md, raw=x, n=n, covered=covered, factor=factor)
+    return out, Persistence(rho=rho, ci_lower=lo, ci_upper=hi, pairs=pairs,
+                            theta=theta if used else 0.0, used=used)

@@ -24,7 +24,7 @@ from monitor.store import UnitScores
 __all__ = ["DeviationRow", "deviation_rows"]
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class DeviationRow:
     """Mean deviation of country C's options asked in `language` (points)."""
 
@@ -60,6 +60,8 @@ def deviation_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[
         mean = d.mean(axis=0)
         var = d.var(axis=0, ddof=1) if n >= 2 else np.full(n_l, np.nan)
         _, lo, hi = t_interval(np.full(n_l, n), mean, var)
-        rows += [DeviationRow(country, own, lang, float(mean[li]), float(lo[li]),
-                              float(hi[li]), n) for li, lang in enumerate(units.languages)]
+        rows += [DeviationRow(country=country, local_language=own, language=lang,
+                              mean=float(mean[li]), ci_lower=float(lo[li]),
+                              ci_upper=float(hi[li]), n=n) for li,
+                              lang in enumerate(units.languages)]
     return rows

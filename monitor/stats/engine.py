@@ -34,7 +34,7 @@ class CoverageRow:
     ratio: float  # scored / asked; NaN when nothing was asked
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Summary:
     """Everything a run reports: statistics with CIs and n, counts, cost."""
 
@@ -147,7 +147,8 @@ def summarise(store: Store, run_id: str, languages: Sequence[str],
                 for lang, asked, scored in calls.coverage]
     counts = {str(s): calls.by_status.get(s, 0) for s in CallStatus}
     with store.session():
-        return Summary(md_of(store, [run_id], languages, local_countries),
-                       jsd_of(store, [run_id], languages, seed=seed), coverage,
-                       weakness_of(store, [run_id], local_countries), counts, calls.cost_usd,
-                       calls.model_ids)
+        return Summary(md=md_of(store, [run_id], languages, local_countries),
+                       jsd=jsd_of(store, [run_id], languages, seed=seed), coverage=coverage,
+                       weakness=weakness_of(store, [run_id], local_countries),
+                       status_counts=counts, cost_usd=calls.cost_usd,
+                       model_ids=calls.model_ids)

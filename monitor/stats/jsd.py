@@ -45,7 +45,7 @@ _Z95 = 1.959964  # the normal 97.5% quantile
 _SERIAL_TASKS = 8  # one run's cells (scenarios + pooled) are evaluated without a pool
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class JSDRow:
     """Excess JSD of one (group, scenario, language) cell, with its CI, p and n."""
 
@@ -178,8 +178,10 @@ def jsd_rows(units: UnitScores, seeds: Mapping[str, int], *, n_perm: int = N_PER
         cell = np.stack([counts[idx] for _, _, idx in part])  # groups, units, l, bins
         values = _jsd_chunk(cell, perm_t, weights_t, tables[size]).reshape(
             len(part), len(langs), -1)
-        return [JSDRow(name, lang, float(x[0]), float(x[1]), float(x[2]), float(x[3]), size,
-                       float(x[5]), float(x[6]), float(x[7]), group=str(group))
+        return [JSDRow(scenario=name, language=lang, jsd_bits=float(x[0]), ci_lower=float(x[1]),
+                       ci_upper=float(x[2]), p_value=float(x[3]), n=size,
+                       plugin_bits=float(x[5]), js_distance_bits=float(x[6]),
+                       js_distance_nat=float(x[7]), group=str(group))
                 for (group, name, _), v in zip(part, values, strict=True)
                 for lang, x in zip(langs, v, strict=True)]
 

@@ -35,7 +35,7 @@ from monitor.vocab import POOLED
 __all__ = ["MDRow", "local_pairs", "md_rows", "unit_d"]
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class MDRow:
     """MD and DiD of one cell (group, scenario, country)."""
 
@@ -158,10 +158,13 @@ def md_rows(units: UnitScores, local: Sequence[tuple[str, str]]) -> list[MDRow]:
             scen = (kv // len(local)) % n_scen
             gi = kv // len(local) // n_scen
             country, lang = local[ci]
-            rows.append(MDRow(POOLED if scen == n_scen - 1 else units.scenarios[scen], country,
-                              lang, float(md[i]), float(lo[i]), float(hi[i]), float(se[i]),
-                              int(n[i]), float(did[i]), float(dlo[i]), float(dhi[i]),
-                              units.groups[gi]))
+            rows.append(MDRow(scenario=POOLED if scen == n_scen - 1 else units.scenarios[scen],
+                              country=country,
+                              language=lang, md=float(md[i]), ci_lower=float(lo[i]),
+                              ci_upper=float(hi[i]), se=float(se[i]),
+                              n=int(n[i]), did=float(did[i]), did_ci_lower=float(dlo[i]),
+                              did_ci_upper=float(dhi[i]),
+                              group=units.groups[gi]))
     order = {c: i for i, (c, _) in enumerate(local)}
     rows.sort(key=lambda r: (r.group, order[r.country], r.scenario == POOLED, r.scenario))
     return rows

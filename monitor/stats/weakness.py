@@ -35,7 +35,7 @@ LOCALITIES = ("local", "foreign")
 _Z = 1.959963984540054  # normal 97.5% point: the ratio CI is asymptotic anyway
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class WeaknessRow:
     country: str
     language: str  # the country's local language
@@ -81,8 +81,12 @@ def weakness_rows(sums: WeaknessSums, local: Sequence[tuple[str, str]]) -> list[
         loc, inf_loc = _ratio_parts(sums.w_local[mine], sums.t_local[mine])
         fo, inf_fo = _ratio_parts(sums.w_foreign[mine], sums.t_foreign[mine])
         diff = loc - fo
-        rows.append(WeaknessRow(country, lang, loc, *_ci(loc, inf_loc),
-                                int(sums.t_local[mine].sum()), fo, *_ci(fo, inf_fo),
-                                int(sums.t_foreign[mine].sum()), diff,
-                                *_ci(diff, inf_loc - inf_fo), int(mine.sum())))
+        (loc_lo, loc_hi), (fo_lo, fo_hi) = _ci(loc, inf_loc), _ci(fo, inf_fo)
+        diff_lo, diff_hi = _ci(diff, inf_loc - inf_fo)
+        rows.append(WeaknessRow(
+            country=country, language=lang, share_local=loc, local_lower=loc_lo,
+            local_upper=loc_hi, points_local=int(sums.t_local[mine].sum()), share_foreign=fo,
+            foreign_lower=fo_lo, foreign_upper=fo_hi,
+            points_foreign=int(sums.t_foreign[mine].sum()), diff=diff, diff_lower=diff_lo,
+            diff_upper=diff_hi, n=int(mine.sum())))
     return rows

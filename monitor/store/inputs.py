@@ -58,7 +58,7 @@ FROM scores s SEMI JOIN sel USING (run_id) JOIN loc ON s.country = loc.c
 WHERE s.strengths IS NOT NULL AND s.weaknesses IS NOT NULL
 GROUP BY ALL ORDER BY grp, s.country, s.run_id, s.triplet_id"""
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class UnitScores:
     """The complete units of the selected runs, in (run, triplet) order.
 
@@ -78,7 +78,7 @@ class UnitScores:
     triplet: np.ndarray
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class WeaknessSums:
     """Per (group, country, unit): weaknesses and points in the country's language
     (local) and in the other languages (foreign)."""
@@ -111,10 +111,12 @@ class InputStore(Database):
         ids = sorted(run_ids)
         n_l = len(languages)
         if not ids:
-            return UnitScores(list(languages), [], np.zeros(0, np.int32), [],
-                              np.zeros(0, np.int32), list(countries),
-                              np.zeros((0, 3), np.int32), np.zeros((0, n_l, 3), np.int64),
-                              np.zeros(0, np.uint64))
+            return UnitScores(languages=list(languages), groups=[], group=np.zeros(0, np.int32),
+                              scenarios=[],
+                              scenario=np.zeros(0, np.int32), countries=list(countries),
+                              country=np.zeros((0, 3), np.int32), scores=np.zeros((0, n_l, 3),
+                                                                                  np.int64),
+                              triplet=np.zeros(0, np.uint64))
         cols = ", ".join(f"max(CAST(round(s.score * 100) AS INTEGER)) FILTER (WHERE "
                          f"s.language = $langs[{i + 1}]) AS s{i}" for i in range(n_l))
         params: dict[str, object] = {
@@ -137,19 +139,23 @@ class InputStore(Database):
         first = rows & np.r_[True, unit[1:] != unit[:-1]]
         group = (ri[first] if by_run else np.zeros(int(first.sum()))).astype(np.int32)
         scenarios, scenario = np.unique(cols_["sc"][first].astype(str), return_inverse=True)
-        return UnitScores(list(languages), ids if by_run else ["pooled"], group,
-                          [str(x) for x in scenarios], scenario.astype(np.int32),
-                          list(countries), cols_["c"][rows].astype(np.int32).reshape(-1, 3),
-                          score, t[first].astype(np.uint64))
+        return UnitScores(languages=list(languages), groups=ids if by_run else ["pooled"],
+                          group=group,
+                          scenarios=[str(x) for x in scenarios], scenario=scenario.astype(np.int32),
+                          countries=list(countries),
+                          country=cols_["c"][rows].astype(np.int32).reshape(-1, 3),
+                          scores=score, triplet=t[first].astype(np.uint64))
 
     def weakness_sums(self, run_ids: Sequence[str], local: Sequence[tuple[str, str]], *,
                       by_run: bool = False) -> WeaknessSums:
         sql = _WEAK.format(grp=_group(by_run))
         cols = self._named(sql, {"runs": list(run_ids), "countries": [c for c, _ in local],
                                  "locals": [lang for _, lang in local]})
-        return WeaknessSums(cols["grp"], cols["country"], cols["w_local"].astype(float),
-                            cols["t_local"].astype(float), cols["w_foreign"].astype(float),
-                            cols["t_foreign"].astype(float))
+        return WeaknessSums(group=cols["grp"], country=cols["country"],
+                            w_local=cols["w_local"].astype(float),
+                            t_local=cols["t_local"].astype(float),
+                            w_foreign=cols["w_foreign"].astype(float),
+                            t_foreign=cols["t_foreign"].astype(float))
 
     def call_summary(self, run_ids: Sequence[str], languages: Sequence[str]) -> CallSummary:
         ids = list(run_ids)

@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from monitor.vocab import StatKind
+
 __all__ = ["AlertEvent", "Baseline", "CallTotals", "CellRecord", "ExportResult", "FileSystem",
            "OptionMean", "OutboxItem", "RunRow", "RunSummary", "StatRow", "Usage"]
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class RunRow:
     """One run: what was asked of which endpoint, and where it stands."""
 
@@ -39,7 +41,7 @@ class RunRow:
     setup: str = "default"  # monitor.measure.assistant.Setup.key: runs compare within one
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class RunSummary:
     """One line of `monitor runs`."""
 
@@ -52,12 +54,12 @@ class RunSummary:
     top_unparseable_n: int
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class StatRow:
     """One statistic of a run (run_stats): kind md / jsd / coverage / weakness_* / drift /
     jsd_window, for a scenario (or "all") and a key (country or language)."""
 
-    kind: str
+    kind: StatKind
     scenario: str
     key: str
     value: float | None
@@ -68,7 +70,7 @@ class StatRow:
     extra: str | None = None  # JSON of the kind's further fields
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Baseline:
     """The runs an endpoint's new runs are compared with."""
 
@@ -81,7 +83,7 @@ class Baseline:
     setup: str = "default"  # the assistant setup of its runs
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CellRecord:
     """The persisted drift state of one (endpoint, scenario, country) cell."""
 
@@ -101,7 +103,7 @@ class CellRecord:
     level_runs: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class AlertEvent:
     """A state change of a cell, kept for the report's history."""
 
@@ -124,7 +126,7 @@ class OutboxItem:
     queued_at: datetime | None = None  # one per outbox_add: the items of one message share it
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class OptionMean:
     """Mean score of one option asked in one language, over answered calls."""
 
@@ -136,7 +138,7 @@ class OptionMean:
     n: int
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CallTotals:
     """Totals over every stored call of an endpoint (the exporter's counters)."""
 

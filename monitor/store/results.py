@@ -17,12 +17,20 @@ from typing import TYPE_CHECKING, Any
 from monitor.store.db import Connection, Database, insert
 from monitor.store.records import CallTotals, OptionMean, StatRow, Usage
 from monitor.store.schema import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS
-from monitor.vocab import CallStatus
+from monitor.vocab import CallStatus, StatKind
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["ResultsStore"]
+
+_STAT_FIELDS = [c for c, _ in STAT_COLUMNS if c != "run_id"]
+
+
+def _stat(row: Sequence[Any]) -> StatRow:
+    """A run_stats row (without its run_id) as a record; its kind as the vocabulary's."""
+    fields = dict(zip(_STAT_FIELDS, row, strict=True))
+    return StatRow(**{**fields, "kind": StatKind(fields["kind"])})
 
 
 class ResultsStore(Database):
@@ -58,7 +66,7 @@ class ResultsStore(Database):
             "FROM run_stats WHERE list_contains(?, run_id) AND (? IS NULL OR kind = ?) AND "
             "(? IS NULL OR scenario = ?) ORDER BY run_id, kind, scenario, key",
             [list(run_ids), kind, kind, scenario, scenario])
-        return [(r[0], StatRow(*r[1:])) for r in rows]
+        return [(r[0], _stat(r[1:])) for r in rows]
 
     def latest_stats(self, endpoint: str, kind: str) -> list[StatRow]:
         """The statistics of one kind from the endpoint's latest run that holds any."""
@@ -68,7 +76,7 @@ class ResultsStore(Database):
             "SELECT r.run_id FROM runs r JOIN run_stats t ON t.run_id = r.run_id "
             "WHERE r.endpoint = ? AND t.kind = ? ORDER BY r.started_at DESC LIMIT 1) "
             "ORDER BY s.scenario, s.key", [kind, endpoint, kind])
-        return [StatRow(*r) for r in rows]
+        return [_stat(r) for r in rows]
 
     def done_calls(self, run_id: str) -> set[tuple[str, str]]:
         """(triplet_id, language) of calls that need no retry on resume."""
@@ -98,9 +106,10 @@ class ResultsStore(Database):
             f"coalesce(sum(latency_s), 0), count(*){', ' + buckets if buckets else ''} "
             f"FROM probe_calls WHERE endpoint = ? AND status <> ?",
             [endpoint, CallStatus.FAILED])[0]
-        return CallTotals(by_status, int(row[0]), int(row[1]),
-                          None if row[2] is None else float(row[2]), int(row[3]), float(row[4]),
-                          int(row[5]), [int(x) for x in row[6:]])
+        return CallTotals(by_status=by_status, input_tokens=int(row[0]), output_tokens=int(row[1]),
+                          cost_usd=None if row[2] is None else float(row[2]), unpriced=int(row[3]),
+                          latency_sum_s=float(row[4]),
+                          latency_count=int(row[5]), latency_buckets=[int(x) for x in row[6:]])
 
     def usage(self, endpoint: str, since: datetime | None = None) -> Usage:
         """Calls and known cost since a time (the daily budget), and the mean tokens and
@@ -118,8 +127,8 @@ class ResultsStore(Database):
         n-weighted mean of run_stats kind "persistence") and the runs; None: none yet."""
         row = self._rows(
             "SELECT sum(s.value * s.n) / sum(s.n), count(*) FROM run_stats s JOIN runs r "
-            "USING (run_id) WHERE r.endpoint = ? AND s.kind = 'persistence' AND s.n > 0",
-            [endpoint])[0]
+            "USING (run_id) WHERE r.endpoint = ? AND s.kind = ? AND s.n > 0",
+            [endpoint, StatKind.PERSISTENCE])[0]
         return None if not row[1] or row[0] is None else (float(row[0]), int(row[1]))
 
     def option_means(self, run_ids: Sequence[str]) -> list[OptionMean]:
@@ -129,7 +138,8 @@ class ResultsStore(Database):
             "SELECT split_part(triplet_id, '/', 1), option_id, country, language, avg(score), "
             "count(*) FROM scores WHERE list_contains(?, run_id) GROUP BY ALL ORDER BY ALL",
             [list(run_ids)])
-        return [OptionMean(r[0], r[1], r[2], r[3], float(r[4]), int(r[5])) for r in rows]
+        return [OptionMean(scenario=r[0], option_id=r[1], country=r[2], language=r[3],
+                           mean=float(r[4]), n=int(r[5])) for r in rows]
 
     def answer_text(self, run_ids: Sequence[str], scenario: str, option_id: str, language: str,
                     near: float, *, farthest: bool) -> str | None:

@@ -21,17 +21,15 @@ from monitor.vocab import CallStatus, RunStatus
 
 __all__ = ["RunsStore"]
 
-_JSON_FIELDS = (RUN_FIELDS.index("scenarios"), RUN_FIELDS.index("languages"),
-                RUN_FIELDS.index("variants"))
-_ATTEMPTS = RUN_FIELDS.index("attempts")
-_SETUP = RUN_FIELDS.index("setup")
+_JSON_FIELDS = ("scenarios", "languages", "variants")
 
 
 class RunsStore(Database):
     def create_run(self, run: RunRow) -> None:
-        values = [getattr(run, f) for f in RUN_FIELDS]
-        for i in _JSON_FIELDS:
-            values[i] = json.dumps(values[i])
+        row = {f: getattr(run, f) for f in RUN_FIELDS}
+        for name in _JSON_FIELDS:
+            row[name] = json.dumps(row[name])
+        values = [row[f] for f in RUN_FIELDS]
         with self._connect() as con:
             con.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES "
                         f"({', '.join('?' for _ in RUN_FIELDS)})", values)
@@ -78,12 +76,12 @@ class RunsStore(Database):
         out = []
         sort = " ORDER BY started_at, run_id" if order else ""
         for r in self._rows(f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where}{sort}", params):
-            values = list(r)
-            for i in _JSON_FIELDS:
-                values[i] = json.loads(values[i])
-            values[_ATTEMPTS] = int(values[_ATTEMPTS] or 0)
-            values[_SETUP] = values[_SETUP] or "default"
-            out.append(RunRow(*values))
+            values = dict(zip(RUN_FIELDS, r, strict=True))
+            for name in _JSON_FIELDS:
+                values[name] = json.loads(values[name])
+            values["attempts"] = int(values["attempts"] or 0)
+            values["setup"] = values["setup"] or "default"
+            out.append(RunRow(**values))
         return out
 
     def close_orphans(self, endpoint: str | None = None, *,
@@ -157,6 +155,8 @@ class RunsStore(Database):
         for r in runs:
             err = top.get((r.run_id, CallStatus.FAILED), (None, 0))
             unp = top.get((r.run_id, CallStatus.UNPARSEABLE), (None, 0))
-            out.append(RunSummary(r, sum(counts[r.run_id].values()), counts[r.run_id],
-                                  err[0], err[1], unp[0], unp[1]))
+            out.append(RunSummary(run=r, calls=sum(counts[r.run_id].values()),
+                                  counts=counts[r.run_id],
+                                  top_error=err[0], top_error_n=err[1], top_unparseable=unp[0],
+                                  top_unparseable_n=unp[1]))
         return out

@@ -40,15 +40,16 @@ class StateStore(Database):
         if not rows:
             return None
         set_at, run_ids, version, model_id, auto, setup = rows[0]
-        return Baseline(endpoint, set_at, json.loads(run_ids), version, model_id, bool(auto),
-                        setup or "default")
+        return Baseline(endpoint=endpoint, set_at=set_at, run_ids=json.loads(run_ids),
+                        catalog_version=version, model_id=model_id, auto=bool(auto),
+                        setup=setup or "default")
 
     def alert_states(self, endpoint: str) -> dict[tuple[str, str], CellRecord]:
         rows = self._rows(f"SELECT {', '.join(_CELL_FIELDS)} FROM alert_state WHERE endpoint = ?",
                           [endpoint])
         out = {}
         for r in rows:
-            cell = CellRecord(*r)
+            cell = CellRecord(**dict(zip(_CELL_FIELDS, r, strict=True)))
             out[(cell.scenario, cell.country)] = cell
         return out
 
@@ -70,7 +71,7 @@ class StateStore(Database):
             f"SELECT {', '.join(_EVENT_FIELDS)} FROM alert_events WHERE endpoint = ? AND "
             "(? IS NULL OR event_at >= ?) AND (? IS NULL OR event_at <= ?) ORDER BY event_at",
             [endpoint, since, since, until, until])
-        return [AlertEvent(*r) for r in rows]
+        return [AlertEvent(**dict(zip(_EVENT_FIELDS, r, strict=True))) for r in rows]
 
     def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None:
         with self._connect() as con:

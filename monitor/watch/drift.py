@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from monitor.stats import MIN_CELL_N, MDRow, tested
-from monitor.vocab import AlertState, LevelState
+from monitor.vocab import AlertState, LevelState, Side
 
 __all__ = ["CAP_H", "CODES", "FIRING", "LEVEL_RUNS", "MIN_SD", "OK", "PENDING", "STATES",
            "CellState", "Observation", "advance", "level_step", "observe", "step", "variance",
@@ -56,7 +56,7 @@ MIN_SD = 0.25
 LEVEL_RUNS = 2
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Observation:
     """One run's MD for a cell next to the baseline's."""
 
@@ -80,7 +80,7 @@ def variance(se_base: Any, n_base: Any, n: Any) -> Any:
     return sd2 / np.maximum(n, 1) + np.square(se_base)
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class CellState:
     """What is persisted per cell, so a restart neither forgets nor re-sends."""
 
@@ -104,8 +104,9 @@ def observe(run: MDRow, base: MDRow | None, *, md: float | None = None,
     interval (the absolute level) stays the raw MD's."""
     if base is None or not tested(run.n, base.n, base.se):
         return None
-    return Observation(run.md if md is None else md, run.n, run.ci_lower, run.ci_upper,
-                       base.md, base.se * math.sqrt(factor), base.n)
+    return Observation(md=run.md if md is None else md, n=run.n, ci_lower=run.ci_lower,
+                       ci_upper=run.ci_upper,
+                       md_base=base.md, se_base=base.se * math.sqrt(factor), n_base=base.n)
 
 
 def z_score(obs: Observation) -> float | None:
@@ -178,7 +179,7 @@ def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: fl
     calm_runs = prev.calm_runs + 1 if calm else 0
     level, level_runs = level_step(prev.level, prev.level_runs, obs, md_threshold)
     if state != OK:
-        side = "up" if s_plus >= s_minus else "down"
+        side = Side.UP if s_plus >= s_minus else Side.DOWN
         reason = (f"drift {side}: CUSUM {max(s_plus, s_minus):.1f} > h={h:g} (shift of "
                   f"{drift_points:g} points vs the baseline)" if max(s_plus, s_minus) > h else
                   prev.reason or f"drift {side}: CUSUM {max(s_plus, s_minus):.1f}")
@@ -190,5 +191,6 @@ def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: fl
                   f"{start})")
     else:
         reason = ""
-    return CellState(state, s_plus, s_minus, int(runs), calm_runs, z, reason, level,
-                     level_runs)
+    return CellState(state=state, s_plus=s_plus, s_minus=s_minus, alarm_runs=int(runs),
+                     calm_runs=calm_runs, z=z, reason=reason, level=level,
+                     level_runs=level_runs)

@@ -24,7 +24,7 @@ from monitor.catalog import Catalog
 from monitor.config import Settings
 from monitor.stats import Adjusted, MDRow, Persistence, Summary
 from monitor.store import AlertEvent, Baseline, CellRecord, RunRow, Store
-from monitor.vocab import POOLED, AlertState, LevelState
+from monitor.vocab import POOLED, AlertState, Condition, LevelState, Side
 from monitor.watch import topup
 from monitor.watch.baseline import auto_baseline, comparable, run_model
 from monitor.watch.drift import CODES, LEVEL_RUNS, STATES, CellState, Observation, observe, step
@@ -43,7 +43,7 @@ __all__ = ["Evaluation", "Suspect", "Transition", "bias_or_leniency", "did_verdi
 TOP_MOVERS_SLACK = 3
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Transition:
     """A cell's state change, as Slack is told of it."""
 
@@ -62,7 +62,7 @@ class Transition:
     z: float | None
     reason: str
     movers: list[Mover] = field(default_factory=list)
-    condition: str = "drift"  # or "level": the absolute level against thresholds.md_points
+    condition: Condition = Condition.DRIFT  # or LEVEL: the absolute level vs thresholds.md_points
     did: float = float("nan")
     did_ci: tuple[float, float] = (float("nan"), float("nan"))
 
@@ -73,11 +73,13 @@ class Transition:
         fields = {k: v for k, v in data.items() if k not in ("movers", "kind")}
         if "did_ci" in fields:
             fields["did_ci"] = tuple(fields["did_ci"])
+        if "condition" in fields:
+            fields["condition"] = Condition(fields["condition"])
         return cls(**{**fields, "ci": tuple(data["ci"]), "ci_base": tuple(data["ci_base"]),
                       "movers": movers})
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Evaluation:
     endpoint: str
     run_id: str
@@ -147,7 +149,8 @@ def observed(r: MDRow, b: MDRow | None, adj: dict[str, Adjusted]) -> Observation
 
 def _prev(old: Any) -> CellState:
     return CellState() if old is None else CellState(
-        old.state, old.s_plus, old.s_minus, old.alarm_runs, old.calm_runs,
+        state=old.state, s_plus=old.s_plus, s_minus=old.s_minus, alarm_runs=old.alarm_runs,
+        calm_runs=old.calm_runs,
         level=old.level, level_runs=old.level_runs)
 
 
@@ -187,7 +190,7 @@ def _after_topup(new: CellState, v: topup.Verdict, settings: Settings, h: float)
                                        new.alarm_runs, True, v.side, v.decision, h)
     state = STATES[int(code)]
     a, b = topup.bounds(settings.topup.alpha, settings.topup.beta)
-    side = "up" if v.side > 0 else "down"
+    side = Side.of(v.side)
     lo, hi = v.ci
     fresh = (f"{v.n} fresh triplets: MD {v.md:+.2f} [{lo:+.2f}, {hi:+.2f}], SPRT "
              f"{v.llr:.1f} nats")
@@ -200,8 +203,9 @@ def _after_topup(new: CellState, v: topup.Verdict, settings: Settings, h: float)
     else:
         reason = (f"drift {side} suspected, top-up inconclusive after {fresh}; asked "
                   "again next run" if state != AlertState.OK else new.reason)
-    return CellState(state, float(up), float(down), int(runs), new.calm_runs, new.z, reason,
-                     new.level, new.level_runs)
+    return CellState(state=state, s_plus=float(up), s_minus=float(down), alarm_runs=int(runs),
+                     calm_runs=new.calm_runs, z=new.z, reason=reason,
+                     level=new.level, level_runs=new.level_runs)
 
 
 def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, summary: Summary,
@@ -217,14 +221,17 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
         baseline = auto_baseline(settings, store, run, model)
         note = ("baseline set automatically from the first runs" if baseline else
                 "no baseline yet: collecting runs for the automatic baseline; alerts muted")
-        return Evaluation(run.endpoint, run.run_id, baseline, False, note)
+        return Evaluation(endpoint=run.endpoint, run_id=run.run_id, baseline=baseline,
+                          comparable=False, note=note)
     if (why := comparable(baseline, run, model)) is not None:
-        return Evaluation(run.endpoint, run.run_id, baseline, False, why)
+        return Evaluation(endpoint=run.endpoint, run_id=run.run_id, baseline=baseline,
+                          comparable=False, note=why)
     cache = {} if cache is None else cache  # the MD and the covariate read it once
     base = baseline_data(catalog, store, run, baseline, cache).cells()
     saved = store.alert_states(run.endpoint)
     verdicts = verdicts or {}
-    ev = Evaluation(run.endpoint, run.run_id, baseline, True, "compared with the baseline")
+    ev = Evaluation(endpoint=run.endpoint, run_id=run.run_id, baseline=baseline, comparable=True,
+                    note="compared with the baseline")
     ev.fingerprint_note = _fingerprint_change(store, run.endpoint, run.run_id)
     adj, ev.persistence = covariate(settings, catalog, store, [run.run_id], run, baseline,
                                     cache)
@@ -246,29 +253,35 @@ def evaluate(settings: Settings, catalog: Catalog, store: Store, run: RunRow, su
             new = _after_topup(new, v, settings, h)
         ev.states[cell] = new
         changed = new.state != prev.state
-        rows.append(CellRecord(r.scenario, r.country, new.state, new.s_plus, new.s_minus,
-                               new.alarm_runs, new.calm_runs, new.z, new.reason, run.run_id,
-                               now if changed or old is None else old.changed_at,
-                               old.notified_at if old else None, new.level, new.level_runs))
+        rows.append(CellRecord(scenario=r.scenario, country=r.country, state=new.state,
+                               s_plus=new.s_plus, s_minus=new.s_minus,
+                               alarm_runs=new.alarm_runs, calm_runs=new.calm_runs, z=new.z,
+                               reason=new.reason, last_run_id=run.run_id,
+                               changed_at=now if changed or old is None else old.changed_at,
+                               notified_at=old.notified_at if old else None, level=new.level,
+                               level_runs=new.level_runs))
         if b is None:
             continue
         changes = []
         if changed:
-            changes.append(("drift", prev.state, new.state, new.reason))
+            changes.append((Condition.DRIFT, prev.state, new.state, new.reason))
         if new.level != prev.level:
             where = "within" if new.level == LevelState.WITHIN else "beyond"
             why = (f"level: the whole MD CI {where} +-{t.md_points:g} points in {LEVEL_RUNS} "
                    "runs running")
-            changes.append(("level", prev.level, new.level, why))
+            changes.append((Condition.LEVEL, prev.level, new.level, why))
         for kind, was, now_state, why in changes:
-            tr = Transition(run.endpoint, r.scenario, r.country, was, now_state, run.run_id,
-                            r.md, (r.ci_lower, r.ci_upper), r.n, b.md, (b.ci_lower, b.ci_upper),
-                            b.n, new.z, why, condition=kind, did=r.did,
+            tr = Transition(endpoint=run.endpoint, scenario=r.scenario, country=r.country,
+                            from_state=was, to_state=now_state, run_id=run.run_id,
+                            md=r.md, ci=(r.ci_lower, r.ci_upper), n=r.n, md_base=b.md,
+                            ci_base=(b.ci_lower, b.ci_upper),
+                            n_base=b.n, z=new.z, reason=why, condition=kind, did=r.did,
                             did_ci=(r.did_ci_lower, r.did_ci_upper))
-            events.append(AlertEvent(r.scenario, r.country, now, was, now_state, run.run_id,
-                                     r.md, b.md, new.z, why))
+            events.append(AlertEvent(scenario=r.scenario, country=r.country, event_at=now,
+                                     from_state=was, to_state=now_state, run_id=run.run_id,
+                                     md=r.md, md_base=b.md, z=new.z, reason=why))
             ev.transitions.append(tr)
-            pages = (_pages(was, now_state) if kind == "drift"
+            pages = (_pages(was, now_state) if kind == Condition.DRIFT
                      else settings.alerts.page_on_level)
             if r.scenario == POOLED and pages:
                 moved = rank_movers(store.option_means([run.run_id]),

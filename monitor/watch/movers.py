@@ -20,7 +20,7 @@ from monitor.vocab import POOLED
 __all__ = ["Mover", "rank_movers"]
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Mover:
     """A (scenario, option, language) whose mean score moved against the baseline."""
 
@@ -39,8 +39,9 @@ class Mover:
     def from_dict(cls, data: dict[str, Any]) -> Mover:
         """From a queued payload; payloads queued before 0.2 named fewer fields."""
         if "option" in data:  # {option, local_name, language, old, new}
-            return cls("", "", "", data["option"], data["local_name"], data["language"],
-                       data["old"], data["new"], 0, 0)
+            return cls(scenario="", option_id="", country="", name_en=data["option"],
+                       name_local=data["local_name"], language=data["language"],
+                       old=data["old"], new=data["new"], n_old=0, n_new=0)
         return cls(**data)
 
 
@@ -69,6 +70,7 @@ def rank_movers(now: Sequence[OptionMean], base: Sequence[OptionMean], catalog: 
             names = (opt.names.get("en", m.option_id), opt.names.get(m.language, m.option_id))
         except KeyError:  # an option since removed from the catalog
             names = (m.option_id, m.option_id)
-        out.append(Mover(m.scenario, m.option_id, m.country, names[0], names[1], m.language,
-                         b.mean, m.mean, b.n, m.n))
+        out.append(Mover(scenario=m.scenario, option_id=m.option_id, country=m.country,
+                         name_en=names[0], name_local=names[1], language=m.language,
+                         old=b.mean, new=m.mean, n_old=b.n, n_new=m.n))
     return out

@@ -26,7 +26,7 @@ from monitor.vocab import POOLED
 __all__ = ["ShapeRow", "compare", "due"]
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ShapeRow:
     """One language's excess JSD over the cycle minus the baseline's, with its CI."""
 
@@ -65,6 +65,7 @@ def compare(cycle: Sequence[JSDRow], base: Sequence[JSDRow],
         d, lo, hi = _change(r, b)
         thick = r.n >= MIN_CELL_N and b.n >= MIN_CELL_N and math.isfinite(lo + hi)
         changed = r.language != OVERALL and thick and (lo > threshold or hi < -threshold)
-        out.append(ShapeRow(r.language, d, lo, hi, r.n, b.n, r.jsd_bits, b.jsd_bits,
-                            changed))
+        out.append(ShapeRow(language=r.language, change_bits=d, ci_lower=lo, ci_upper=hi, n=r.n,
+                            n_base=b.n, cycle_bits=r.jsd_bits, base_bits=b.jsd_bits,
+                            changed=changed))
     return out

@@ -39,7 +39,7 @@ __all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "Verdict", "apply", "bounds", "dec
 CONFIRM, DISMISS, UNDECIDED = 1, -1, 0
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Verdict:
     """A top-up's outcome for one pooled country cell (stored as run_stats kind "topup")."""
 

@@ -254,9 +254,12 @@ def test_export_saves_what_is_readable_of_a_damaged_database(
 
 def _row(run_id: str, status: str, *, owner: str | None, started: datetime,
          attempts: int = 1, version: str = "v1", setup: str = "default") -> RunRow:
-    return RunRow(run_id, "sim", "simulated/demo", True, 0, 0, version, ["university"],
-                  ["en", "zh"], ["plain"], 2, 4, started, None, status, owner, started, None,
-                  attempts, setup)
+    return RunRow(run_id=run_id, endpoint="sim", model="simulated/demo", simulated=True,
+                  run_index=0, seed=0, catalog_version=version, scenarios=["university"],
+                  languages=["en", "zh"], variants=["plain"], triplets=2, planned_calls=4,
+                  started_at=started, finished_at=None, status=status, owner=owner,
+                  heartbeat_at=started, reason=None,
+                  attempts=attempts, setup=setup)
 
 
 def _dead_owner() -> str:
@@ -340,8 +343,9 @@ class _Down:
     async def complete(self, messages: list[dict[str, str]], **_: Any) -> Any:
         from monitor.measure.llm import CallResult
 
-        return CallResult(None, "APIConnectionError: Connection refused", 0.01, None, None,
-                          None, None, None, 1)
+        return CallResult(text=None, error="APIConnectionError: Connection refused",
+                          latency_s=0.01, input_tokens=None, output_tokens=None,
+                          cost_usd=None, model_id=None, fingerprint=None, attempts=1)
 
 
 def test_an_unreachable_endpoint_says_nothing_about_the_model_and_keeps_the_gauges(
@@ -557,8 +561,11 @@ def test_export_writes_every_table(tmp_path: Path, shipped_catalog: Catalog) -> 
     store = Store(db)
     [run] = store.runs()
     store.set_baseline("sim", [run.run_id], run.catalog_version, "simulated/demo", auto=False)
-    store.save_alert_states("sim", [CellRecord("all", "CN", "pending", 1.0, 0.0, 1, 0, 2.0, "r",
-                                               run.run_id, datetime.now(UTC), None)], [])
+    store.save_alert_states("sim", [CellRecord(scenario="all", country="CN", state="pending",
+                                               s_plus=1.0, s_minus=0.0, alarm_runs=1, calm_runs=0,
+                                               z=2.0, reason="r",
+                                               last_run_id=run.run_id,
+                                               changed_at=datetime.now(UTC), notified_at=None)], [])
     store.outbox_add("sim", [json.dumps({"kind": "note", "text": "hello"})], ["slack"])
     code, out, err = _in_process("export", "--parquet", str(tmp_path / "pq"), "--config",
                                  str(cfg))

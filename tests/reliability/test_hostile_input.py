@@ -144,9 +144,12 @@ def test_hostile_answers_are_stored_verbatim_and_inert_in_slack(tmp_path: Path) 
     run_id = json.loads(out)["run_id"]
     calls = Store(tmp_path / "monitor.duckdb").calls_frame([run_id], with_text=True)
     assert (calls["raw_text"].str.startswith(HOSTILE)).all()
-    tr = Transition("ep", "all", "CN", "pending", "firing", run_id, 1.0, (0.5, 1.5), 20, 0.1,
-                    (0.0, 0.2), 200, 3.0, HOSTILE,
-                    [Mover("university", "x", "CN", HOSTILE, HOSTILE, "zh", 5.0, 9.0, 1, 1)])
+    tr = Transition(endpoint="ep", scenario="all", country="CN", from_state="pending",
+                    to_state="firing", run_id=run_id, md=1.0, ci=(0.5, 1.5), n=20, md_base=0.1,
+                    ci_base=(0.0, 0.2), n_base=200, z=3.0, reason=HOSTILE,
+                    movers=[Mover(scenario="university", option_id="x", country="CN",
+                                  name_en=HOSTILE, name_local=HOSTILE, language="zh", old=5.0,
+                                  new=9.0, n_old=1, n_new=1)])
     text, blocks = build_blocks("ep", [tr], note=HOSTILE)
     rendered = json.dumps(blocks) + text
     for raw in ("<!channel>", "<!here>", "<@U123ABC>", "<https://", "\x07", "\u202e"):

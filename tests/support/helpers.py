@@ -39,8 +39,10 @@ class DirectSimClient:
         from monitor.measure.simulated import answer
 
         reply = answer(messages, self.params)
-        return CallResult(reply.text, None, 0.001, reply.input_tokens, reply.output_tokens,
-                          0.0001, self.model, self.fingerprint, 1)
+        return CallResult(text=reply.text, error=None, latency_s=0.001,
+                          input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
+                          cost_usd=0.0001, model_id=self.model, fingerprint=self.fingerprint,
+                          attempts=1)
 
 
 def sim_daemon(cfg: Path, catalog: Any, client: Any = None) -> tuple[Any, Any, Any]:
