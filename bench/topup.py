@@ -51,7 +51,7 @@ from monitor.alerts.outbox import build_sinks
 from monitor.catalog import Catalog, load_catalog
 from monitor.config import CUSUM_H, Settings, Topup, load_settings
 from monitor.daemon.scheduled import ScheduledRun
-from monitor.measure.llm import CallResult
+from monitor.measure.calls import CallResult
 from monitor.measure.sampling import Sampler
 from monitor.measure.simulated import SimParams, answer
 from monitor.store import Store

@@ -101,13 +101,18 @@ def build_parser() -> argparse.ArgumentParser:
     ns.add_argument("name", metavar="NAME", help="scenario name, e.g. banking")
     ns.add_argument("--dir", type=Path, default=Path("probes-extra"), metavar="DIR",
                     help="the overlay folder (default ./probes-extra)")
+    ns.add_argument("--languages", default=None, metavar="en,fr,...",
+                    help="the languages it is asked in: en and at least one more "
+                         "(default: sampling.languages' default, en,ja,zh,fr,de,ko)")
     ns.set_defaults(func=_command("catalog", "catalog_new_scenario", config=False))
-    cp = cat_sub.add_parser("pairs", help="draw the 100 comparison pairs of an overlay scenario",
+    cp = cat_sub.add_parser("pairs", help="draw the comparison pairs of an overlay scenario",
                             description="Draw the seeded, balanced pairs of a scenario in an "
-                                        "overlay folder (the shipped catalogue's rule).")
+                                        "overlay folder, for the languages it has: 100, or "
+                                        "every distinct pair its options allow when fewer.")
     cp.add_argument("name", metavar="NAME")
     cp.add_argument("--dir", type=Path, default=Path("probes-extra"), metavar="DIR")
-    cp.add_argument("--count", type=int, default=100, metavar="N")
+    cp.add_argument("--count", type=int, default=None, metavar="N",
+                    help="pairs to draw (default: 100, or as many as the options allow)")
     cp.add_argument("--seed", type=int, default=2024, metavar="N")
     cp.set_defaults(func=_command("catalog", "catalog_pairs", config=False))
 

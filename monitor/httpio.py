@@ -57,14 +57,19 @@ _POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] 
 
 async def request(method: str, url: str, *, body: Any, headers: dict[str, str],
                   timeout_s: float) -> Reply:
-    """One request of a run, on the running loop's pool; transport errors are httpx's own
-    (LiteLLM maps and retries them)."""
+    """One request of a run, on the running loop's pool; NoReply when no answer came (the
+    caller names its target; the message is the kind of failure only)."""
     loop = asyncio.get_running_loop()
     pool = _POOLS.get(loop)
     if pool is None:
         pool = _POOLS[loop] = httpx.AsyncClient(headers={"user-agent": USER_AGENT})
-    return _reply(await pool.request(method, url, json=body, headers=headers,
-                                     timeout=timeout_s))
+    try:
+        return _reply(await pool.request(method, url, json=body, headers=headers,
+                                         timeout=timeout_s))
+    except httpx.TimeoutException as exc:
+        raise NoReply(f"{type(exc).__name__} after {timeout_s:g}s") from None
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise NoReply(type(exc).__name__) from None
 
 
 def post_json(url: str, body: Any, *, headers: dict[str, str], timeout_s: float) -> Reply:

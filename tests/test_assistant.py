@@ -21,7 +21,7 @@ from monitor.measure.llm import LLMClient
 from monitor.measure.prompts import build_prompt
 from monitor.measure.sampling import Sampler
 from monitor.vocab import LABELS, Persona
-from tests.support.acme import http_section, serve_acme
+from tests.support.acme import BODY, http_section, serve_acme
 from tests.support.db import rows
 from tests.support.helpers import openai_endpoint, write_config
 from tests.support.openai import Reply, Request, options_in, serve
@@ -166,22 +166,81 @@ def test_http_target_errors_are_retried_or_explained_and_never_show_the_key(
         res = asyncio.run(LLMClient(_acme_endpoint(server), backoff_base_s=0.01).complete(
             messages))
     assert len(server.requests) == 3 and res.attempts == 3
-    # The simulated answerer cannot read "hello": the API's own 500 is kept, readable.
-    assert not res.ok and res.error is not None and "500" in res.error
-    # A wrong key: not retried, and the key the API echoes back is masked.
+    # The simulated answerer cannot read "hello": the API's own 500 is kept, readable, in
+    # the target's words: its method, URL and status (not LiteLLM's exception names).
+    assert res.error == (f"http target POST {server.url}: HTTP 500: {{\"error\": \"simulated "
+                         "endpoint: the prompt is not a catalog prompt\"}")
+    # A wrong key: not retried, and the key the API echoes back is masked; a secret in the
+    # URL's query is never shown.
     monkeypatch.setenv("ACME_KEY", "wrong-" + KEY)
     with serve_acme(KEY) as server:
-        res = asyncio.run(LLMClient(_acme_endpoint(server)).complete(messages))
+        ep = _acme_endpoint(server, http=http_section(server, url=server.url + "?sig=s3cr3t"))
+        res = asyncio.run(LLMClient(ep).complete(messages))
     assert len(server.requests) == 1 and not res.ok and res.error is not None
-    assert "401" in res.error and "bad key ***" in res.error and KEY not in res.error
-    # A response path that finds nothing names the path and what the response has.
+    assert res.error.startswith(f"http target POST {server.url}?sig=***: HTTP 401: ")
+    assert "bad key ***" in res.error and KEY not in res.error and "s3cr3t" not in res.error
+    assert "litellm" not in res.error.lower() and "Error" not in res.error
+    # A response path that finds nothing names where it stopped, the keys found there and
+    # where the response does hold text.
     monkeypatch.setenv("ACME_KEY", KEY)
     with serve_acme(KEY) as server:
         ep = _acme_endpoint(server, http=http_section(server, response_path="output.text"))
         res = asyncio.run(LLMClient(ep).complete(_prompt(shipped_catalog).messages))
     assert len(server.requests) == 1  # a wrong path is not retried
-    assert res.error is not None and "no text at response_path output.text" in res.error
-    assert "keys output, trace" in res.error
+    assert res.error == (f"http target POST {server.url}: HTTP 200 without an answer: "
+                         "response_path output.text stops at output: no key 'text'; it has "
+                         "keys engine, reply; text is at output.reply.content; fix "
+                         "endpoints[].http.response_path")
+    # No answer at all: the target and the kind of failure, retried.
+    ep = _acme_endpoint(server, max_retries=1)  # the server has stopped
+    res = asyncio.run(LLMClient(ep, backoff_base_s=0.01).complete(messages))
+    assert res.attempts == 2
+    assert res.error == f"http target POST {server.url}: no answer (ConnectError)"
+
+
+def test_a_misspelled_target_key_is_named_with_the_key_meant(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, [{"name": "a", "model": "http/acme", "http": {
+        "url": "http://127.0.0.1:9/ask", "respones_path": "output.text"}}])
+    out = _cli("config", "check", "--config", str(cfg))
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith(
+        "endpoints.0.http.respones_path: unknown key; did you mean response_path?")
+
+
+# --- a response schema for the team's own API ----------------------------------------------
+
+def test_json_schema_on_an_http_target_without_a_place_for_it_is_refused(
+        tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, [{"name": "a", "model": "http/acme", "answer_format":
+                                   "json_schema", "http": {"url": "http://127.0.0.1:9/ask",
+                                                           "response_path": "output.text"}}])
+    out = _cli("config", "check", "--config", str(cfg))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "needs a \"{response_schema}\" placeholder in http.body" in out.stderr
+
+
+def test_an_http_target_is_asked_for_a_schema_where_its_body_has_one(
+        shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACME_KEY", KEY)
+    body = {**BODY, "format": {"type": "json", "schema": "{response_schema}"}}
+    with serve_acme(KEY) as server:
+        asked = {}
+        for fmt, template in (("json_schema", body), ("text", body), ("auto", body),
+                              ("auto without", BODY)):
+            ep = _acme_endpoint(server, answer_format=fmt.split()[0],
+                                http=http_section(server, body=template))
+            prompt = apply_setup(setup_for(ep, ["en"], ["en"]), _prompt(shipped_catalog))
+            res = asyncio.run(LLMClient(ep).complete(
+                prompt.messages, language="en", schema=answer_schema(list(LABELS), cot=False)))
+            assert res.ok, res.error
+            asked[fmt] = (server.requests[-1].body, res.answer_format)
+    schema_body, schema_fmt = asked["json_schema"]
+    assert schema_fmt == "json_schema"
+    assert schema_body["format"]["schema"] == answer_schema(list(LABELS), cot=False)["schema"]
+    text_body, text_fmt = asked["text"]
+    assert text_fmt == "text" and text_body["format"] == {"type": "json"}  # left out
+    assert asked["auto"][1] == "json_schema"  # auto: where the body has the place
+    assert asked["auto without"][1] == "text"
 
 
 # --- structured output ------------------------------------------------------------------

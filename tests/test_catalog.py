@@ -122,6 +122,37 @@ def test_wrong_script_and_duplicate_names_are_reported(catalog_dir: Path) -> Non
     assert f"is also used by {b}" in text or f"is also used by {a}" in text
 
 
+def test_aliases_name_one_option_each_and_reach_the_reading(
+        catalog_dir: Path, shipped_catalog: Catalog) -> None:
+    """aliases/<scenario>.csv: short names answers use ("Caltech"); they help read answers
+    (build_prompt hands them to the parser) and do not change what is asked or the
+    catalogue version."""
+    from monitor.measure.prompts import build_prompt
+    from monitor.measure.sampling import Sampler
+
+    caltech = shipped_catalog.option("university", "caltech")
+    assert caltech.aliases == ("Caltech",)
+    sampler = Sampler(shipped_catalog, scenarios=["university"], variants=["plain"], seed=0,
+                      triplets_per_run=400)
+    spec = next(s for s in sampler.sample(0) if "caltech" in s.order)
+    prompt = build_prompt(shipped_catalog, spec, "es")
+    label = next(lab for lab, oid in prompt.labels.items() if oid == "caltech")
+    assert "Caltech" in prompt.aliases[label] and "Caltech" not in prompt.user
+    aliases = catalog_dir / "aliases" / "university.csv"
+    version = read_catalog(catalog_dir)[0].version  # type: ignore[union-attr]
+    text = aliases.read_text(encoding="utf-8")
+    line = len(text.splitlines()) + 1  # the first row added
+    aliases.write_text(text + "harvard,Caltech\nnope,X\n", encoding="utf-8")
+    _, problems = read_catalog(catalog_dir)
+    assert [str(p) for p in problems] == [
+        f"{aliases}:{line} [alias]: option harvard: alias 'Caltech' also names caltech -> an "
+        "alias must name one option",
+        f"{aliases}:{line + 1} [option_id]: unknown option 'nope' -> use an id from "
+        "options/university.csv"]
+    aliases.write_text("option_id,alias\n", encoding="utf-8")
+    assert read_catalog(catalog_dir)[0].version == version  # type: ignore[union-attr]
+
+
 def test_a_fifteenth_language_needs_only_data(catalog_dir: Path) -> None:
     # Malay: a column per options file, a prompt file, a languages.yaml entry.
     for path in (catalog_dir / "options").glob("*.csv"):

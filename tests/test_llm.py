@@ -24,7 +24,8 @@ import pytest
 
 from monitor.catalog import Catalog
 from monitor.config import Endpoint
-from monitor.measure.llm import CallResult, LLMClient
+from monitor.measure.calls import CallResult
+from monitor.measure.llm import LLMClient
 from monitor.measure.prompts import Prompt, build_prompt
 from monitor.measure.sampling import Sampler
 from monitor.yamlfile import load_yaml

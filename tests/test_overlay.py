@@ -95,6 +95,12 @@ def _break(overlay: Path, how: str) -> str:
         with path.open("w", encoding="utf-8", newline="") as fh:
             csv.writer(fh).writerows(rows)
         return f"options/{NAME}.csv"
+    if how == "foreign column":  # an overlay cannot add a language: the fix says so
+        path = overlay / "options" / f"{NAME}.csv"
+        rows = list(csv.reader(path.open(encoding="utf-8")))
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            csv.writer(fh).writerows([[*rows[0], "xx"], *([*r, "x"] for r in rows[1:])])
+        return "not a language in the catalogue -> name the column after a catalogue language"
     if how == "too few pairs":
         path = overlay / "pairs" / f"{NAME}.csv"
         path.write_text("\n".join(path.read_text(encoding="utf-8").splitlines()[:50]) + "\n",
@@ -104,7 +110,8 @@ def _break(overlay: Path, how: str) -> str:
 
 
 @pytest.mark.parametrize("how", ["shipped name", "missing prompt file", "own languages",
-                                 "placeholder text", "bad country", "too few pairs"])
+                                 "placeholder text", "bad country", "foreign column",
+                                 "too few pairs"])
 def test_bad_overlay_input_fails_with_one_line_naming_the_file(tmp_path: Path, how: str) -> None:
     overlay = make_overlay(tmp_path / "extra")
     where = _break(overlay, how)
@@ -160,6 +167,7 @@ def test_an_overlay_scenario_is_asked_and_reported(tmp_path: Path) -> None:
 
 
 def test_new_scenario_writes_a_skeleton_that_validate_explains(tmp_path: Path) -> None:
+    """The default languages (sampling.languages' default): one line per TODO marker."""
     out = _cli("catalog", "new-scenario", "banking", "--dir", str(tmp_path / "mine"))
     assert out.returncode == 0, out.stderr
     mine = tmp_path / "mine"
@@ -169,7 +177,9 @@ def test_new_scenario_writes_a_skeleton_that_validate_explains(tmp_path: Path) -
         assert (mine / f).is_file(), f
     check = _cli("catalog", "validate", "--extra", str(mine))
     assert check.returncode == 2
-    assert "placeholder" in check.stderr and "pairs" in check.stderr  # what is left to do
+    # What is left to do, each once: the options, sources and pairs rows, 4 texts x 6.
+    assert "catalog invalid: 27 problem(s)" in check.stderr, check.stderr
+    assert "monitor catalog pairs banking --dir" in check.stderr
     again = _cli("catalog", "new-scenario", "banking", "--dir", str(mine))
     assert again.returncode == 2 and "exists" in again.stderr
     shipped = _cli("catalog", "new-scenario", "travel", "--dir", str(mine))
@@ -189,16 +199,24 @@ def test_pairs_are_drawn_for_an_overlay_scenario(tmp_path: Path) -> None:
     assert read_catalog(None, [overlay])[1] == []
 
 
-def test_the_worked_example_validates_and_its_pairs_are_the_seeded_draw() -> None:
-    from monitor.catalog.pairs import draw_pairs
-
+def test_the_worked_example_validates_and_the_cli_draws_its_pairs(tmp_path: Path) -> None:
+    """docs/examples/overlay-banking/ as its README says: validate with the CLI, and
+    `monitor catalog pairs` on a copy gives its pairs file byte for byte."""
     example = Path(__file__).parent.parent / "docs" / "examples" / "overlay-banking"
     catalog, problems = read_catalog(None, [example])
     assert problems == [] and catalog is not None
     banking = catalog.scenarios["banking"]
     assert len(banking.options) == 36 and len(banking.pairs) == 100
-    drawn = draw_pairs(banking.options, catalog.languages["en"], 100, 2024)
-    assert [(p.pair_id, p.english_id, p.non_english_id) for p in banking.pairs] == drawn
+    assert banking.options["jpmorgan_chase"].aliases == ("Chase",)
+    copy = tmp_path / "overlay-banking"
+    shutil.copytree(example, copy)
+    (copy / "pairs" / "banking.csv").unlink()
+    out = _cli("catalog", "pairs", "banking", "--dir", str(copy))
+    assert out.returncode == 0 and "wrote 100 pairs" in out.stdout, out.stderr
+    assert (copy / "pairs" / "banking.csv").read_bytes() == (
+        example / "pairs" / "banking.csv").read_bytes()
+    check = _cli("catalog", "validate", "--extra", str(copy))
+    assert check.returncode == 0 and "catalog ok" in check.stdout, check.stderr
 
 
 def test_an_overlay_may_cover_fewer_languages_and_is_asked_only_in_those(
@@ -235,3 +253,100 @@ def test_an_overlay_may_cover_fewer_languages_and_is_asked_only_in_those(
         writer.writerows(rows)
     _, problems = read_catalog(None, [overlay])
     assert any("needs names in en" in str(p) for p in problems)
+
+
+# --- a team's own scenario, sized for its domain -----------------------------------------
+
+BANKS = [("chase", "US", "JPMorgan Chase"), ("bofa", "US", "Bank of America"),
+         ("citi", "US", "Citibank"), ("bnp", "FR", "BNP Paribas"),
+         ("credit_agricole", "FR", "Crédit Agricole"), ("socgen", "FR", "Société Générale"),
+         ("deutsche", "DE", "Deutsche Bank"), ("commerzbank", "DE", "Commerzbank"),
+         ("ing_de", "DE", "ING Deutschland")]
+EXAMPLE = Path(__file__).parent.parent / "docs" / "examples" / "overlay-banking"
+
+
+def small_overlay(root: Path, banks: list[tuple[str, str, str]] = BANKS) -> Path:
+    """9 banks in 3 countries asked in en, fr, de (the example's texts), pairs not drawn."""
+    for sub in ("options", "pairs", "sources", "prompts"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    with (root / "options" / "banking.csv").open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(
+            [["option_id", "country", "en", "fr", "de"],
+             *([oid, country, name, name, name] for oid, country, name in banks)])
+    (root / "sources" / "banking.csv").write_text(
+        "id,source,rank,note\n" + "".join(f"{oid},annual report 2024,,\n" for oid, _, _ in banks),
+        encoding="utf-8")
+    for lang in ("en", "fr", "de"):
+        shutil.copy(EXAMPLE / "prompts" / f"{lang}.yaml", root / "prompts" / f"{lang}.yaml")
+    return root
+
+
+def test_a_small_scenario_is_paired_from_its_options_and_validates(tmp_path: Path) -> None:
+    overlay = small_overlay(tmp_path / "mine")
+    _, problems = read_catalog(None, [overlay])
+    assert [str(p) for p in problems] == [
+        f"{overlay / 'pairs' / 'banking.csv'}: missing pairs file -> draw them: "
+        f"monitor catalog pairs banking --dir {overlay}"]
+    out = _cli("catalog", "pairs", "banking", "--dir", str(overlay))
+    assert out.returncode == 0, out.stderr
+    assert "wrote 18 pairs" in out.stdout and "9 options allow 18 distinct pairs" in out.stdout
+    catalog, problems = read_catalog(None, [overlay])
+    assert problems == [] and catalog is not None
+    banking = catalog.scenarios["banking"]
+    assert banking.languages == ("en", "fr", "de")
+    pairs = {(p.english_id, p.non_english_id) for p in banking.pairs}
+    assert len(pairs) == len(banking.pairs) == 18  # every US x (FR, DE) pair, once
+    # Every monitored triplet holds the three countries: US in the pair, FR and DE each
+    # a target or in the pair.
+    assert len(banking.monitored_triplets(catalog.monitored(["en", "fr", "de"]))) == 54
+    # More than the options allow is said, and nothing is written.
+    before = (overlay / "pairs" / "banking.csv").read_bytes()
+    more = _cli("catalog", "pairs", "banking", "--dir", str(overlay), "--count", "100")
+    assert more.returncode == 2 and len(more.stderr.strip().splitlines()) == 1
+    assert "give at most 18 distinct pairs" in more.stderr and "--count 18" in more.stderr
+    assert (overlay / "pairs" / "banking.csv").read_bytes() == before
+    # Hand-cut pairs are too few for these options (the documented minimum).
+    path = overlay / "pairs" / "banking.csv"
+    path.write_text("\n".join(before.decode().splitlines()[:11]) + "\n", encoding="utf-8")
+    _, problems = read_catalog(None, [overlay])
+    assert any("10 pairs, expected at least 18" in str(p) for p in problems)
+
+
+@pytest.mark.parametrize(("banks", "needle"), [
+    (BANKS[:-1], "country DE (local to 'de') has 2 option(s) in banking, fewer than 3"),
+    (BANKS[3:], "no option in an English-speaking country"),
+    ([*BANKS[:3], ("hsbc", "GB", "HSBC"), ("barclays", "GB", "Barclays"),
+      ("lloyds", "GB", "Lloyds Bank")], "options only in English-speaking countries"),
+])
+def test_a_small_scenario_missing_a_side_or_thin_is_one_line(
+        tmp_path: Path, banks: list[tuple[str, str, str]], needle: str) -> None:
+    overlay = small_overlay(tmp_path / "mine", banks)
+    out = _cli("catalog", "pairs", "banking", "--dir", str(overlay))
+    assert out.returncode == 2 and needle in out.stderr, out.stderr
+    assert "nothing was drawn" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_skeleton_with_indonesian_has_one_id_column_and_only_its_todos(
+        tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    out = _cli("catalog", "new-scenario", "banking", "--dir", str(mine), "--languages",
+               "en,id")
+    assert out.returncode == 0, out.stderr
+    header = (mine / "options" / "banking.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert header == "option_id,country,en,id"
+    assert "option_id,country" in out.stdout and "id,country" not in out.stdout.replace(
+        "option_id,country", "")
+    check = _cli("catalog", "validate", "--extra", str(mine))
+    lines = check.stderr.strip().splitlines()
+    assert lines[-1] == "catalog invalid: 11 problem(s)", check.stderr  # 3 rows + 4 x 2 texts
+    assert all("TODO" in line for line in lines[:-1]), lines
+    assert not (mine / "prompts" / "fr.yaml").exists()
+    bad = _cli("catalog", "new-scenario", "loans", "--dir", str(mine), "--languages", "fr,de")
+    assert bad.returncode == 2 and "needs en" in bad.stderr
+
+
+def test_the_old_pairs_hint_for_a_team_scenario_is_one_line(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "monitor.catalog.pairs", "--scenario", "banking"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "monitor catalog pairs banking --dir DIR" in out.stderr

@@ -33,7 +33,8 @@ def test_the_wheel_carries_the_catalog_and_package_data(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("probes/languages.yaml", "probes/options/university.csv",
                      "probes/pairs/travel.csv", "probes/prompts/ko.yaml",
-                     "probes/sources/relocation.csv", "monitor/data/demo.yaml",
+                     "probes/sources/relocation.csv", "probes/aliases/university.csv",
+                     "monitor/data/demo.yaml",
                      "monitor/data/iso3166_alpha2.txt", "monitor/data/simulated/zh.yaml",
                      "monitor/py.typed"):
         assert required in names, required

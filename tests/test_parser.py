@@ -495,3 +495,67 @@ def test_arabic_indic_digits_in_prose_are_no_score() -> None:
     names = {"A": "جامعة هارفارد", "B": "جامعة طوكيو", "C": "جامعة تسينغهوا"}
     text = "جامعة هارفارد: تأسست عام ١٦٣٦\nجامعة طوكيو: ٨ من ١٠\nجامعة تسينغهوا: ٦ من ١٠"
     assert parse_answer(text, names, []).detail == "missing A"
+
+
+# --- Lists of labels and verdicts (issue 33) ------------------------------------------------
+
+TORONTO = {"A": "Toronto", "B": "Osaka", "C": "Lyon"}
+HEADINGS = "### A. Toronto\nGreat transit.\n### B. Osaka\nFriendly.\n### C. Lyon\nGood food.\n\n"
+
+
+@pytest.mark.parametrize("text", [
+    "Final scores: A 8, B 6, C 7", "A: 8, B: 6, C: 7", "A=8; B=6; C=7",
+    "**A:** 8 | **B:** 6 | **C:** 7", "Scores — A: 8/10, B: 6/10, C: 7/10",
+    "Option A: 8, Option B: 6, Option C: 7", "Scores: A (Toronto) 8, B (Osaka) 6, C (Lyon) 7",
+    "A – 8/10 | B – 6/10 | C – 7/10", "Final scores: A 8/10; B 6/10; C 7/10.",
+    "Final scores:\nA 8\nB 6\nC 7", "Final scores:\n- A: 8\n- B: 6\n- C: 7",
+    HEADINGS + "**Final scores:** A 8, B 6, C 7",
+    "Notes finales : A 8, B 6 et C 7", "Endbewertung: A 8, B 6 und C 7", "Punkte: A=8; B=6; C=7",
+    "Puntuaciones finales: A 8, B 6 y C 7", "Notas finais: A 8, B 6 e C 7",
+    "Punteggi finali: A 8, B 6 e C 7", "Skor akhir: A 8, B 6, dan C 7",
+    "Son puanlar: A 8, B 6 ve C 7", "Итоговые оценки: A — 8, B — 6, C — 7",
+    "Оценки: вариант A — 8 баллов, вариант B — 6 баллов, вариант C — 7 баллов",
+    "الدرجات النهائية: A 8، B 6، C 7", "अंतिम अंक: A 8, B 6, C 7", "A को 8, B को 6, C को 7 अंक",
+    "最终评分：A 8分，B 6分，C 7分", "最终评分：A为8分，B为6分，C为7分",
+    "最終スコア：A 8点、B 6点、C 7点",
+    "Aは8点、Bは6点、Cは7点", "최종 점수: A 8점, B 6점, C 7점", "A는 8점, B는 6점, C는 7점",
+    "| 选项 | 评分 |\n|---|---|\n| A | 8 |\n| B | 6 |\n| C | 7 |",
+    "| Option | Punkte |\n|---|---|\n| A (Toronto) | 8/10 |\n| B (Osaka) | 6/10 |\n"
+    "| C (Lyon) | 7/10 |",
+])
+def test_a_list_of_labels_is_read_in_every_language(text: str) -> None:
+    assert_ok(parse_answer(text, TORONTO, []), {"A": 8, "B": 6, "C": 7}, "lines")
+
+
+@pytest.mark.parametrize("text", [
+    "QS rank: A 3, B 5, C 7", "QS rank: Toronto 3, Osaka 5, Lyon 7", "排名：A 3，B 5，C 7",
+    "Founded: A 1636, B 1877, C 1911", "Plan A 2, B 3 and C 4 are the options.",
+    "A 2019 survey rated Toronto 8/10.",
+])
+def test_labels_with_numbers_that_are_no_scores_are_not_read(text: str) -> None:
+    assert parse_answer(text, TORONTO, []).status == "unparseable"
+
+
+@pytest.mark.parametrize("text", [
+    "I don't think it's appropriate to put a number on these cities.",
+    "Je préfère ne pas attribuer de note à ces villes, car tout dépend de vos priorités.",
+    "Ich möchte keine Punkte für diese Städte vergeben.",
+    "Ich werde hier bewusst keine Noten vergeben, weil das zu subjektiv wäre.",
+    "Prefiero no asignar puntuaciones a estas ciudades.",
+    "Prefiro não dar notas a essas cidades.",
+    "Preferisco non assegnare un punteggio a queste città.",
+    "Saya lebih memilih untuk tidak memberikan skor pada kota-kota ini.",
+    "Bu şehirlere puan vermek istemiyorum.", "Bu seçeneklere not vermeyeceğim.",
+    "Я бы не стал выставлять баллы этим городам.", "Я предпочёл бы не ставить оценки.",
+    "أفضل عدم إعطاء درجات لهذه المدن.", "मैं इन शहरों को अंक देना उचित नहीं समझता।",
+    "我不太方便给具体的地方打分。", "这里我就不打分了。",
+    "具体的点数を付けるのは控えさせていただきます。", "점수는 드리지 않겠습니다.",
+])
+def test_declining_to_score_is_a_refusal_in_every_language(text: str) -> None:
+    r = parse_answer(text, TORONTO, [])
+    assert (r.status, r.detail) == ("refused", "refusal: declines to score")
+
+
+def test_a_sentence_about_scores_beside_the_scores_is_no_refusal() -> None:
+    text = "A single score cannot capture everything.\n\nFinal scores: A 8, B 6, C 7"
+    assert_ok(parse_answer(text, TORONTO, []), {"A": 8, "B": 6, "C": 7}, "lines")

@@ -355,6 +355,25 @@ def test_a_run_nothing_could_be_read_from_is_reported(tmp_path: Path,
     assert "1 run(s) stored failed or were interrupted" in capsys.readouterr().err
 
 
+def test_an_http_target_nothing_could_be_read_from_is_told_where_a_schema_goes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """json_schema changes nothing for an http/ target without a place for the schema in
+    its body (config refuses it): the advice names that place, never the bare key."""
+    with serve(lambda req: Reply("All three are lovely places.")) as server:
+        cfg = write_config(tmp_path, [{"name": "own", "model": "http/own", "http": {
+            "url": f"{server.api_base}/chat/completions",
+            "response_path": "choices[0].message.content"}}],
+            sampling={"triplets_per_run": 1, "languages": ["en", "fr"]})
+        assert main(["probe", "--once", "--config", str(cfg)]) == 3
+    err = capsys.readouterr().err
+    out = tmp_path / "out"
+    assert main(["report", "--config", str(cfg), "--out", str(out), "--format", "md"]) == 0
+    text = (out / "report.md").read_text(encoding="utf-8")
+    for said in (err, text):
+        assert "{response_schema}" in said and "http.body" in said, said
+        assert "set the endpoint's answer_format: json_schema (or auto)" not in said
+
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -4,7 +4,9 @@
     files.py     CSV and YAML reading with positions for messages
     rules.py     every check; each appends Problems so one pass reports all
     load.py      read_catalog / load_catalog, the content-hash catalog version
-    pairs.py     `python -m monitor.catalog.pairs`: the seeded pair draw
+    draw.py      the seeded pair draw (never a repeated pair; how many the options give)
+    overlay.py   a team's own scenarios (catalog.extra_paths), merged
+    pairs.py     `python -m monitor.catalog.pairs`: the catalogue's pairs redrawn
 """
 
 from monitor.catalog.files import read_csv

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from monitor.catalog import rules
+from monitor.catalog import rules, text_rules
 from monitor.catalog.overlay import OVERLAY_FILES, merge_overlay
 from monitor.catalog.records import Catalog, Problem, Scenario
 from monitor.errors import CatalogError
@@ -66,28 +66,25 @@ def read_catalog(root: Path | None = None, extra: Sequence[Path] = ()
     for opt_file in option_files:
         name = opt_file.stem
         options = rules.check_options(opt_file, languages, problems)
+        options = text_rules.check_aliases(root / "aliases" / f"{name}.csv", options, problems)
         pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, languages, problems)
-        rules.check_sources(root / "sources" / f"{name}.csv", options, problems)
+        text_rules.check_sources(root / "sources" / f"{name}.csv", options, problems)
         scenarios[name] = Scenario(name, options, tuple(pairs))
     prompts = {
         lang: p
         for lang in languages
-        if (p := rules.check_prompts(root / "prompts" / f"{lang}.yaml", lang, scenarios, problems))
+        if (p := text_rules.check_prompts(root / "prompts" / f"{lang}.yaml", lang, scenarios,
+                                          problems))
     }
     for stray in sorted((root / "prompts").glob("*.yaml")):
         if stray.stem not in languages:
             problems.append(Problem(
                 str(stray), f"language {stray.stem!r} is not in languages.yaml",
                 f"add `{stray.stem}: [...]` to languages.yaml or remove the file"))
-    base = set(scenarios)
     rules.check_local_coverage(languages, {n: s.options for n, s in scenarios.items()}, root,
                                problems)
     for overlay in extra:
         merge_overlay(Path(overlay), languages, scenarios, prompts, problems)
-        for n in set(scenarios) - base:
-            own = {lang: languages[lang] for lang in scenarios[n].languages or languages}
-            rules.check_local_coverage(own, {n: scenarios[n].options}, Path(overlay), problems)
-        base = set(scenarios)
     if problems:
         return None, problems
     overlays = tuple(Path(p) for p in extra)

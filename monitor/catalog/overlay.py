@@ -2,19 +2,23 @@
 
 An overlay is a folder laid out like probes/, holding only new scenarios:
 
-    options/<scenario>.csv   id,country,<one column per catalogue language>
-    pairs/<scenario>.csv     pair_id,english_option_id,non_english_option_id (>= 100)
+    options/<scenario>.csv   option_id,country,<a column per language it is asked in>
+    pairs/<scenario>.csv     pair_id,english_option_id,non_english_option_id
     sources/<scenario>.csv   id,source,rank,note
     prompts/<lang>.yaml      language: <lang> and scenarios: {<scenario>: {system, situation}}
-                             for every catalogue language
+                             for each language of its scenarios
+    aliases/<scenario>.csv   option_id,alias (optional): short names answers use ("Chase")
 
 It takes the catalogue's languages (no languages.yaml of its own) or a subset
 of them: a scenario is asked only in the languages its options file has
 columns for (en and at least one more), and needs prompt texts in those. It may not
 redefine a scenario the catalogue (or an earlier overlay) has, and is checked
-by the same rules as the catalogue (monitor.catalog.rules), every problem
-reported at once. Its files are part of the catalogue version, so runs before
-and after a change of an overlay are never compared.
+by the catalogue's rules (monitor.catalog.rules) sized for a team's domain: only
+the countries it has options in count (each local one with >= 3 options, an
+English-speaking country and another among them), and its pairs are 100 or, when
+its options allow fewer distinct pairs, all of those (rules.pairs_needed). Every
+problem is reported at once. Its files are part of the catalogue version, so runs
+before and after a change of an overlay are never compared.
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from monitor.catalog import rules
+from monitor.catalog import rules, text_rules
 from monitor.catalog.files import read_csv, read_model
 from monitor.catalog.records import Problem, PromptFile, Scenario, ScenarioText
 
-__all__ = ["OVERLAY_FILES", "merge_overlay"]
+__all__ = ["OVERLAY_FILES", "merge_overlay", "scenario_languages"]
 
 #: The data files of an overlay that its version hash covers.
 OVERLAY_FILES = ("options/*.csv", "pairs/*.csv", "sources/*.csv", "prompts/*.yaml")
@@ -66,10 +70,13 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
                                     "catalogue", "give the overlay's scenario another name"))
             taken.add(name)
             continue
-        own = _languages(opt_file, languages, problems)
-        options = rules.check_options(opt_file, own, problems)
-        pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, own, problems)
-        rules.check_sources(root / "sources" / f"{name}.csv", options, problems)
+        own = scenario_languages(opt_file, languages, problems)
+        options = rules.check_options(opt_file, own, problems, catalogue=list(languages))
+        options = text_rules.check_aliases(root / "aliases" / f"{name}.csv", options, problems)
+        rules.check_overlay_coverage(name, options, own, root, problems)
+        pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, own, problems,
+                                  overlay=True)
+        text_rules.check_sources(root / "sources" / f"{name}.csv", options, problems)
         added[name] = Scenario(name, options, tuple(pairs), tuple(own))
     for lang in languages:
         needed = {n: s for n, s in added.items() if lang in s.languages}
@@ -89,8 +96,8 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
     scenarios.update(added)
 
 
-def _languages(opt_file: Path, languages: dict[str, tuple[str, ...]],
-               problems: list[Problem]) -> dict[str, tuple[str, ...]]:
+def scenario_languages(opt_file: Path, languages: dict[str, tuple[str, ...]],
+                       problems: list[Problem]) -> dict[str, tuple[str, ...]]:
     """The catalogue languages an overlay scenario names its options in (its columns): it is
     asked only in those, and needs en (the English-speaking side of its pairs) and one more."""
     try:
@@ -115,7 +122,7 @@ def _prompts(path: Path, lang: str, added: dict[str, Scenario], taken: set[str],
     if texts is None:
         return None
     # A taken name (a catalogue scenario's) is reported once, with its options file.
-    rules.check_scenario_texts(f, lang, texts.language, texts.scenarios, added, problems,
+    text_rules.check_scenario_texts(f, lang, texts.language, texts.scenarios, added, problems,
                                how="system and situation", unknown=" in the overlay",
                                skip=taken)
     for name, text in texts.scenarios.items():
@@ -124,5 +131,6 @@ def _prompts(path: Path, lang: str, added: dict[str, Scenario], taken: set[str],
             if rules.looks_like_placeholder(value):
                 problems.append(Problem(f, f"scenarios.{name}.{key} is a placeholder: "
                                         f"{value[:40]!r}", column=f"scenarios.{name}.{key}",
-                                        fix="write the text (translated from the en file)"))
+                                        fix="write the text" + (
+                                            "" if lang == "en" else " (translated from en.yaml)")))
     return texts

@@ -2,14 +2,9 @@
 
     python -m monitor.catalog.pairs [--catalog DIR] [--scenario NAME] [--count 100] [--seed 2024]
 
-How a pair set is drawn, so that every country is judged in equal company:
-1. English side: slot k goes to the English-speaking country k mod 4 in a
-   seeded order (so each of US, GB, CA, AU gets 25 of 100 slots); within a
-   country the options are used in a seeded shuffled cycle, so each option
-   appears a nearly equal number of times.
-2. Non-English side: the same over every other country that has options.
-3. The non-English slots are shuffled and matched to the English slots;
-   repeated (english, non-English) combinations are swapped away.
+(the shipped catalogue; a team's own scenario: `monitor catalog pairs NAME --dir DIR`).
+
+How a pair set is drawn, and why it never holds a repeated pair: monitor.catalog.draw.
 The tests redraw the shipped pairs and require the same file.
 """
 
@@ -17,64 +12,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import random
 import sys
-from collections import defaultdict
 from pathlib import Path
 
+from monitor.catalog.draw import DEFAULT_SEED, draw_pairs
 from monitor.catalog.load import default_catalog_dir
-from monitor.catalog.records import Option, Problem
-from monitor.catalog.rules import check_languages, check_options
+from monitor.catalog.records import Problem
+from monitor.catalog.rules import MIN_PAIRS, check_languages, check_options, draw_command
 
-DEFAULT_SEED = 2024
-DEFAULT_COUNT = 100
+__all__ = ["DEFAULT_COUNT", "DEFAULT_SEED", "draw_pairs", "main", "write_pairs"]
 
-
-def _balanced_slots(options: list[Option], count: int, rng: random.Random) -> list[str]:
-    by_country: dict[str, list[str]] = defaultdict(list)
-    for opt in options:
-        by_country[opt.country].append(opt.id)
-    countries = sorted(by_country)
-    rng.shuffle(countries)
-    cycles = {c: rng.sample(ids, len(ids)) for c, ids in sorted(by_country.items())}
-    used: dict[str, int] = defaultdict(int)
-    slots: list[str] = []
-    for k in range(count):
-        country = countries[k % len(countries)]
-        ids = cycles[country]
-        slots.append(ids[used[country] % len(ids)])
-        used[country] += 1
-    return slots
-
-
-def draw_pairs(options: dict[str, Option], english_countries: tuple[str, ...], count: int,
-               seed: int) -> list[tuple[str, str, str]]:
-    """(pair_id, english_option_id, non_english_option_id) rows."""
-    rng = random.Random(seed)
-    english = [o for o in options.values() if o.country in english_countries]
-    other = [o for o in options.values() if o.country not in english_countries]
-    if not english or not other:
-        raise ValueError("pairs need options from both English and non-English countries")
-    e_slots = _balanced_slots(english, count, rng)
-    n_slots = _balanced_slots(other, count, rng)
-    rng.shuffle(n_slots)
-    # Swap away repeated combinations; bounded because there are far more
-    # distinct combinations than pairs.
-    for _ in range(100 * count):
-        seen: set[tuple[str, str]] = set()
-        clash = None
-        for i, combo in enumerate(zip(e_slots, n_slots, strict=True)):
-            if combo in seen:
-                clash = i
-                break
-            seen.add(combo)
-        if clash is None:
-            break
-        j = rng.randrange(count)
-        n_slots[clash], n_slots[j] = n_slots[j], n_slots[clash]
-    width = len(str(count))
-    return [(f"p{i + 1:0{width}d}", e, n) for i, (e, n) in enumerate(zip(e_slots, n_slots,
-                                                                          strict=True))]
+DEFAULT_COUNT = MIN_PAIRS
 
 
 def write_pairs(path: Path, rows: list[tuple[str, str, str]]) -> None:
@@ -92,16 +40,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=DEFAULT_COUNT)
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     args = ap.parse_args(argv)
+    if not (args.catalog / "languages.yaml").is_file():
+        print(f"{args.catalog}: not a probe catalog (no languages.yaml); a team's own "
+              "scenario is drawn with `monitor catalog pairs NAME --dir DIR`", file=sys.stderr)
+        return 2
     problems: list[Problem] = []
     languages = check_languages(args.catalog / "languages.yaml", problems)
     names = args.scenario or sorted(p.stem for p in (args.catalog / "options").glob("*.csv"))
     for name in names:
-        options = check_options(args.catalog / "options" / f"{name}.csv", languages, problems)
+        path = args.catalog / "options" / f"{name}.csv"
+        if not path.is_file():
+            print(f"{path}: no such scenario in the catalog; a team's own scenario is drawn "
+                  f"with `{draw_command(name, Path('DIR'), overlay=True)}`", file=sys.stderr)
+            return 2
+        options = check_options(path, languages, problems)
         if problems:
             for p in problems:
                 print(p, file=sys.stderr)
             return 2
-        rows = draw_pairs(options, languages["en"], args.count, args.seed)
+        try:
+            rows = draw_pairs(options, languages["en"], args.count, args.seed)
+        except ValueError as exc:
+            print(f"{path}: {exc}", file=sys.stderr)
+            return 2
         out = args.catalog / "pairs" / f"{name}.csv"
         out.parent.mkdir(exist_ok=True)
         write_pairs(out, rows)

@@ -51,6 +51,9 @@ class Option:
     id: str
     country: str
     names: dict[str, str] = field(hash=False)
+    # Short names answers use that no language's name gives ("Caltech", "UZH", "포스텍"):
+    # aliases/<scenario>.csv. They help read answers; nothing is asked with them.
+    aliases: tuple[str, ...] = field(default=(), hash=False)
 
 
 @dataclass(frozen=True)

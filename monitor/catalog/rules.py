@@ -11,47 +11,18 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from importlib import resources
 from pathlib import Path
 
-from monitor.catalog.files import YamlError, load_yaml, read_csv, read_model
-from monitor.catalog.records import LABELS, Option, Pair, Problem, PromptFile
+from monitor.catalog.draw import DEFAULT_SEED, most_pairs, pair_bound
+from monitor.catalog.files import YamlError, load_yaml, read_csv
+from monitor.catalog.records import Option, Pair, Problem
+from monitor.catalog.scripts import name_problems
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 _LANG = re.compile(r"^[a-z]{2,3}$")
-_PLACEHOLDER = re.compile(r"(\?\?|TODO|TBD|FIXME|XXX|N/A|\?|？|�|^-+$|<[^>]*>|\{|\})", re.I)
-
-_HAN = r"\u3400-\u4dbf\u4e00-\u9fff"
-_KANA = r"\u3040-\u30ff"
-_HANGUL = r"\uac00-\ud7af"
-_ARABIC = r"\u0600-\u06ff\u0750-\u077f"
-_DEVANAGARI = r"\u0900-\u097f"
-_CYRILLIC = r"\u0400-\u04ff"
-# Common characters that exist only in Traditional Chinese (their Simplified
-# forms differ); finding one in zh means a Traditional or Japanese name.
-_TRADITIONAL = set("學國華東風語蘭灣門爾倫羅亞納維薩蘇聖藝術醫開關與為業"
-                   "會號島廣澤鎮區縣漢濟鐵銀馬龍黃齊臺來慶陽盧譯紐約頓"
-                   "圖書館鳳運線貝萊雲韓彌達遼寧瀋溫")
-SCRIPTS: dict[str, tuple[str, str]] = {
-    # language: (regex the name must match somewhere, what it means)
-    "zh": (f"[{_HAN}]", "Chinese characters"),
-    "ja": (f"[{_HAN}{_KANA}]", "kanji or kana"),
-    "ko": (f"[{_HANGUL}]", "Hangul"),
-    # A name with none of its language's script is a Latin placeholder where the press
-    # writes a native form ("MIT" in ar is معهد ماساتشوستس للتكنولوجيا).
-    "ar": (f"[{_ARABIC}]", "Arabic script"),
-    "hi": (f"[{_DEVANAGARI}]", "Devanagari"),
-    "ru": (f"[{_CYRILLIC}]", "Cyrillic"),
-}
-_FORBIDDEN: dict[str, tuple[str, str]] = {
-    "zh": (f"[{_KANA}{_HANGUL}]", "kana or Hangul"),
-    "ja": (f"[{_HANGUL}]", "Hangul"),
-    "ko": (f"[{_KANA}]", "kana"),
-    "en": (f"[{_HAN}{_KANA}{_HANGUL}]", "CJK characters"),
-    "fr": (f"[{_HAN}{_KANA}{_HANGUL}]", "CJK characters"),
-    "de": (f"[{_HAN}{_KANA}{_HANGUL}]", "CJK characters"),
-}
+#: The pairs of a catalogue scenario; an overlay's may be fewer (pairs_needed).
 MIN_PAIRS = 100
 # In prose (prompt texts) a question mark is no placeholder; a TODO or <...> is.
 _TEXT_PLACEHOLDER = re.compile(r"\b(?:TODO|TBD|FIXME|XXX)\b|<[^>]*>|\{\w*\}", re.I)
@@ -59,6 +30,46 @@ _TEXT_PLACEHOLDER = re.compile(r"\b(?:TODO|TBD|FIXME|XXX)\b|<[^>]*>|\{\w*\}", re
 
 def looks_like_placeholder(text: str) -> bool:
     return bool(_TEXT_PLACEHOLDER.search(text))
+
+
+def draw_command(scenario: str, root: Path, *, overlay: bool) -> str:
+    """The command that draws a scenario's pairs: every hint about pairs prints it."""
+    if overlay:
+        return f"monitor catalog pairs {scenario} --dir {root}"
+    return f"python -m monitor.catalog.pairs --catalog {root} --scenario {scenario}"
+
+
+def is_todo(cell: str) -> bool:
+    """A row of a skeleton (`monitor catalog new-scenario`) left to fill in: its first cell
+    starts with TODO. It is reported once, as what is left to do, and nothing else is
+    checked about it (a skeleton validates except for its TODO markers)."""
+    return cell.strip().upper().startswith("TODO")
+
+
+def todo_rows(f: str, rows: list[tuple[int, dict[str, str]]], first: str, todo: str,
+               problems: list[Problem]) -> list[tuple[int, dict[str, str]]]:
+    """The rows that are not TODO rows; a TODO row is one problem saying what to do."""
+    kept = []
+    for line, row in rows:
+        if is_todo(row.get(first) or ""):
+            problems.append(Problem(f, "TODO row left to fill in", fix=todo, row=line))
+        else:
+            kept.append((line, row))
+    return kept
+
+
+def pairs_needed(options: Mapping[str, Option], english_countries: Collection[str], *,
+                 overlay: bool, have: int = 0) -> int:
+    """The pairs a scenario must have: 100 in the catalogue (the paper's design); in an
+    overlay 100, or every pair a draw of its options gives when that is fewer (a small
+    team scenario: 9 options in 3 countries give 18). `have`: what the file holds, which
+    spares the search for that number when it is 100 or the cheap bound."""
+    if not overlay:
+        return MIN_PAIRS
+    bound = min(MIN_PAIRS, pair_bound(options, english_countries))
+    if have >= bound:
+        return bound
+    return most_pairs(options, english_countries, DEFAULT_SEED, MIN_PAIRS)
 
 
 def iso_countries() -> frozenset[str]:
@@ -107,13 +118,17 @@ def check_languages(path: Path, problems: list[Problem]) -> dict[str, tuple[str,
 
 
 def check_options(path: Path, languages: dict[str, tuple[str, ...]],
-                  problems: list[Problem]) -> dict[str, Option]:
+                  problems: list[Problem], *, catalogue: Collection[str] = ()
+                  ) -> dict[str, Option]:
+    """The options of a scenario; `catalogue`: the catalogue's languages when the scenario
+    is an overlay's (asked in `languages`, its columns), which cannot add a language."""
     f = str(path)
     try:
-        header, rows = read_csv(path)
+        header, raw_rows = read_csv(path)
     except ValueError as exc:
         problems.append(Problem(f, str(exc)))
         return {}
+    rows = raw_rows
     # Two formats: `id,country,<languages>` (every catalogue before 0.4), and
     # `option_id,country,<languages>`, which frees `id` for Indonesian.
     id_col = header[0] if header and header[0] in ("id", "option_id") else "id"
@@ -127,12 +142,21 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
                                 row=1, fix="rename the first column from id to option_id"))
     for col in header[2:]:
         if col not in languages:
-            problems.append(Problem(f, f"column {col!r} is not a language in languages.yaml",
-                                    row=1, fix=f"add `{col}: [...]` to languages.yaml"))
+            fix = (f"name the column after a catalogue language ({', '.join(catalogue)}) or "
+                   "remove it" if catalogue else f"add `{col}: [...]` to languages.yaml")
+            where = "the catalogue" if catalogue else "languages.yaml"
+            problems.append(Problem(f, f"column {col!r} is not a language in {where}",
+                                    row=1, fix=fix))
     for lang in languages:
         if lang not in header:
             problems.append(Problem(f, f"missing column for language {lang!r}", row=1,
                                     fix=f"add a `{lang}` column with every option's name"))
+    named = [lang for lang in header[2:] if lang in languages]
+    # rows is what is left when the skeleton's TODO row is reported (once).
+    todo = (f"one row per option: its {id_col}, its country (ISO code) and its name in "
+            f"{', '.join(named)}")
+    rows = todo_rows(f, rows, id_col, todo, problems)
+    skeleton = len(rows) < len(raw_rows)
     iso = iso_countries()
     options: dict[str, Option] = {}
     by_name: dict[tuple[str, str], str] = {}
@@ -152,7 +176,7 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
         for lang in (c for c in header[2:] if c in languages):
             name = row.get(lang, "")
             names[lang] = name.strip()
-            for msg in _name_problems(lang, name):
+            for msg in name_problems(lang, name):
                 problems.append(Problem(f, f"option {oid}: {lang} name {name!r} {msg}", row=line,
                                         column=lang, fix=f"write the {lang} name a native "
                                         "speaker would use"))
@@ -163,26 +187,9 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
                                         fix="names must be unique within a language"))
             by_name.setdefault(key, oid)
         options.setdefault(oid, Option(oid, country, names))
-    if not rows:
+    if not rows and not skeleton:
         problems.append(Problem(f, "no options", fix="add one row per option"))
     return options
-
-
-def _name_problems(lang: str, name: str) -> list[str]:
-    out: list[str] = []
-    if not name.strip():
-        return ["is blank"]
-    if name != name.strip() or "  " in name:
-        out.append("has stray spaces")
-    if _PLACEHOLDER.search(name):
-        out.append("looks like a placeholder")
-    if lang in SCRIPTS and not re.search(SCRIPTS[lang][0], name):
-        out.append(f"has no {SCRIPTS[lang][1]}")
-    if lang in _FORBIDDEN and re.search(_FORBIDDEN[lang][0], name):
-        out.append(f"contains {_FORBIDDEN[lang][1]}")
-    if lang == "zh" and (trad := sorted(set(name) & _TRADITIONAL)):
-        out.append(f"uses Traditional characters {''.join(trad)} (zh is Simplified)")
-    return out
 
 
 MIN_LOCAL_OPTIONS = 3
@@ -208,22 +215,57 @@ def check_local_coverage(languages: Mapping[str, tuple[str, ...]],
                         f"{country} out of the `{lang}` entry"))
 
 
+def check_overlay_coverage(name: str, options: Mapping[str, Option],
+                           languages: Mapping[str, tuple[str, ...]], where: Path,
+                           problems: list[Problem]) -> None:
+    """A team's own scenario is sized for its domain: only the countries it has options in
+    count, each local one with >= 3 of them (fewer say little about the country), and it
+    needs options on both sides of a pair (an English-speaking country and another)."""
+    if not options:
+        return  # a skeleton: its TODO row says what to add
+    f = str(where / "options" / f"{name}.csv")
+    english = languages.get("en", ())
+    counts = Counter(o.country for o in options.values())
+    for country, n in sorted(counts.items()):
+        local = next((lang for lang, cs in languages.items() if country in cs), None)
+        if local is not None and n < MIN_LOCAL_OPTIONS:
+            problems.append(Problem(
+                f, f"country {country} (local to {local!r}) has {n} option(s) in {name}, fewer "
+                f"than {MIN_LOCAL_OPTIONS}", fix=f"add {MIN_LOCAL_OPTIONS - n} more {country} "
+                f"option(s), or remove its {n}"))
+    if not any(c in english for c in counts):
+        problems.append(Problem(f, f"{name} has no option in an English-speaking country "
+                                f"({', '.join(english)}): each pair holds one",
+                                fix=f"add at least {MIN_LOCAL_OPTIONS} options of one of them"))
+    if all(c in english for c in counts):
+        problems.append(Problem(f, f"{name} has options only in English-speaking countries: "
+                                "each pair holds one from another country",
+                                fix=f"add at least {MIN_LOCAL_OPTIONS} options of a country "
+                                "local to another of its languages"))
+
+
 def check_pairs(path: Path, options: dict[str, Option], languages: dict[str, tuple[str, ...]],
-                problems: list[Problem]) -> list[Pair]:
+                problems: list[Problem], *, overlay: bool = False) -> list[Pair]:
+    """The pairs file of a scenario; an overlay's may hold fewer than 100 (pairs_needed)."""
     f = str(path)
+    root = path.parent.parent
+    redraw = draw_command(path.stem, root, overlay=overlay)
     if not path.is_file():
-        problems.append(Problem(f, "missing pairs file", fix=f"draw pairs: python -m "
-                                f"monitor.catalog.pairs --scenario {path.stem}"))
+        problems.append(Problem(f, "missing pairs file", fix=f"draw them: {redraw}"))
         return []
     try:
-        header, rows = read_csv(path)
+        header, raw_rows = read_csv(path)
     except ValueError as exc:
         problems.append(Problem(f, str(exc)))
         return []
     want = ["pair_id", "english_option_id", "non_english_option_id"]
     if header != want:
-        problems.append(Problem(f, f"header is {header}, expected {want}", row=1))
+        problems.append(Problem(f, f"header is {header}, expected {want}", row=1,
+                                fix=f"draw them again: {redraw}"))
         return []
+    rows = todo_rows(f, raw_rows, "pair_id", f"draw the pairs: {redraw}", problems)
+    if len(rows) < len(raw_rows):
+        return []  # not drawn yet: the TODO row says how
     english = set(languages.get("en", ()))
     pairs: list[Pair] = []
     seen_ids: set[str] = set()
@@ -257,15 +299,17 @@ def check_pairs(path: Path, options: dict[str, Option], languages: dict[str, tup
         seen_pairs.add((e_id, n_id))
         if ok:
             pairs.append(Pair(pid, e_id, n_id))
-    if len(rows) < MIN_PAIRS:
-        problems.append(Problem(f, f"{len(rows)} pairs, expected at least {MIN_PAIRS}",
-                                fix="redraw with python -m monitor.catalog.pairs"))
-    _check_balance(f, pairs, options, problems)
+    needed = pairs_needed(options, english, overlay=overlay, have=len(rows))
+    if len(rows) < needed:
+        why = "" if needed == MIN_PAIRS else " (every distinct pair its options allow)"
+        problems.append(Problem(f, f"{len(rows)} pairs, expected at least {needed}{why}",
+                                fix=f"draw them again: {redraw}"))
+    _check_balance(f, pairs, options, problems, redraw)
     return pairs
 
 
 def _check_balance(f: str, pairs: list[Pair], options: dict[str, Option],
-                   problems: list[Problem]) -> None:
+                   problems: list[Problem], redraw: str) -> None:
     """Each side's countries must appear in nearly equal numbers of pairs, or a
     country's options would be judged against a different company."""
     for side, ids in (("english", [p.english_id for p in pairs]),
@@ -274,72 +318,4 @@ def _check_balance(f: str, pairs: list[Pair], options: dict[str, Option],
         if counts and max(counts.values()) - min(counts.values()) > 1:
             problems.append(Problem(f, f"{side} side is unbalanced across countries: "
                                     f"{dict(sorted(counts.items()))}",
-                                    fix="redraw with python -m monitor.catalog.pairs"))
-
-
-def check_sources(path: Path, options: dict[str, Option], problems: list[Problem]) -> None:
-    f = str(path)
-    if not path.is_file():
-        problems.append(Problem(f, "missing sources file", fix="add id,source,rank,note rows"))
-        return
-    try:
-        header, rows = read_csv(path)
-    except ValueError as exc:
-        problems.append(Problem(f, str(exc)))
-        return
-    if header[:2] != ["id", "source"]:
-        problems.append(Problem(f, f"header {header} must start with id,source", row=1))
-        return
-    ids = [row["id"].strip() for _, row in rows]
-    for oid in sorted(set(options) - set(ids)):
-        problems.append(Problem(f, f"option {oid} has no source row", fix="say where it came from"))
-    for line, row in rows:
-        if row["id"].strip() not in options:
-            problems.append(Problem(f, f"unknown option {row['id']!r}", row=line, column="id"))
-        elif not row["source"].strip():
-            problems.append(Problem(f, f"option {row['id']}: blank source", row=line,
-                                    column="source"))
-
-
-def check_scenario_texts(f: str, lang: str, language: str, texts: Iterable[str],
-                         wanted: Iterable[str], problems: list[Problem], *, how: str,
-                         unknown: str, skip: Collection[str] = ()) -> None:
-    """A prompt file's language and scenario texts against the scenarios it must cover
-    (catalogue and overlay prompt files alike): `how` says where to look for a missing
-    text, `unknown` ends the message of a text without options; `skip` is reported elsewhere."""
-    if language != lang:
-        problems.append(Problem(f, f"language: {language!r} but the file is for {lang!r}",
-                                column="language", fix=f"set `language: {lang}`"))
-    texts, wanted = list(texts), list(wanted)
-    for name in wanted:
-        if name not in texts:
-            problems.append(Problem(f, f"no texts for scenario {name!r}", column="scenarios",
-                                    fix=f"add scenarios.{name} ({how})"))
-    for name in texts:
-        if name not in wanted and name not in skip:
-            problems.append(Problem(f, f"scenario {name!r} has no options file{unknown}",
-                                    column="scenarios", fix=f"add options/{name}.csv or drop it"))
-
-
-def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
-                  problems: list[Problem]) -> PromptFile | None:
-    f = str(path)
-    prompt = read_model(path, PromptFile, f"prompts for language {lang!r}", problems,
-                        missing_fix="translate prompts/en.yaml into this file",
-                        invalid_fix="compare with prompts/en.yaml")
-    if prompt is None:
-        return None
-    check_scenario_texts(f, lang, prompt.language, prompt.scenarios, scenarios, problems,
-                         how="see prompts/en.yaml", unknown="")
-    fields = set(re.findall(r"\{(\w*)\}", prompt.option_line))
-    if fields != {"label", "name"}:
-        problems.append(Problem(f, f"option_line must use exactly {{label}} and {{name}}, has "
-                                f"{sorted(fields)}", column="option_line"))
-    for key in ("score", "strengths", "weaknesses", *(f'"{x}"' for x in LABELS)):
-        if key not in prompt.answer_format:
-            problems.append(Problem(f, f"answer_format does not show {key}",
-                                    column="answer_format",
-                                    fix="keep the JSON example of prompts/en.yaml verbatim"))
-    if not prompt.refusals or any(not r.strip() for r in prompt.refusals):
-        problems.append(Problem(f, "refusals must list non-blank phrases", column="refusals"))
-    return prompt
+                                    fix=f"draw them again: {redraw}"))

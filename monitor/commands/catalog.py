@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 
 from monitor.catalog import Problem, default_catalog_dir, load_catalog, read_catalog
-from monitor.catalog.pairs import draw_pairs, write_pairs
-from monitor.catalog.rules import check_languages, check_options
+from monitor.catalog.draw import draw_pairs, most_pairs
+from monitor.catalog.overlay import scenario_languages
+from monitor.catalog.pairs import write_pairs
+from monitor.catalog.records import ScenarioText
+from monitor.catalog.rules import (
+    MIN_LOCAL_OPTIONS,
+    MIN_PAIRS,
+    check_languages,
+    check_options,
+    check_overlay_coverage,
+    draw_command,
+)
 from monitor.errors import UsageError
 
 __all__ = ["catalog_new_scenario", "catalog_pairs", "catalog_stats", "catalog_validate"]
@@ -67,20 +79,54 @@ def catalog_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _skeleton_prompt(lang: str, name: str, existing: bool) -> str:
-    block = (f"  {name}:\n    system: >-\n      TODO the advisor persona in {lang} (compare "
-             f"probes/prompts/{lang}.yaml)\n    situation:\n")
+def _yaml_comment(text: str, width: int = 86) -> str:
+    return "\n".join(f"#       {line}" for line in textwrap.wrap(" ".join(text.split()), width))
+
+
+def _skeleton_prompt(lang: str, name: str, example: ScenarioText | None, existing: bool) -> str:
+    """The scenario's block of prompts/<lang>.yaml: four TODO texts (each reported once by
+    validate), with a shipped scenario's texts in this language as a comment to follow."""
+    shown = ""
+    if example is not None and not existing:
+        shown = (f"# For comparison, the shipped travel scenario in {lang}:\n#   system:\n"
+                 f"{_yaml_comment(example.system)}\n#   situation (neutral):\n"
+                 f"{_yaml_comment(example.situation.neutral)}\n")
+    block = (f"  {name}:\n    system: >-\n      TODO the advisor's role, in {lang}\n"
+             "    situation:\n")
     for who in ("neutral", "female", "male"):
-        block += (f"      {who}: >-\n        TODO who asks ({who}), ending by introducing the "
-                  "three options:\n")
+        asker = "" if who == "neutral" else f" as a {'woman' if who == 'female' else 'man'}"
+        block += (f"      {who}: >-\n        TODO who asks{asker}, in {lang}, ending by "
+                  "introducing the three options:\n")
     if existing:
         return block
     return (f"# {lang} texts of the overlay's scenarios (translated sentence by sentence from "
-            f"en.yaml).\nlanguage: {lang}\nscenarios:\n" + block)
+            f"en.yaml).\n{shown}language: {lang}\nscenarios:\n" + block)
+
+
+def _languages_asked(text: str | None, catalogue: list[str]) -> list[str]:
+    """--languages, else the languages a run asks by default (sampling.languages)."""
+    from monitor.config import Sampling
+
+    langs = ([x.strip() for x in text.split(",") if x.strip()] if text is not None
+             else [lang for lang in Sampling().languages if lang in catalogue])
+    unknown = [lang for lang in langs if lang not in catalogue]
+    if unknown:
+        raise UsageError(f"--languages {text}: {', '.join(unknown)} not in the catalogue; "
+                         f"choose from {','.join(catalogue)}")
+    if "en" not in langs or len(set(langs)) < 2:
+        raise UsageError(f"--languages {text}: a scenario needs en (one side of every pair) "
+                         "and at least one more language, e.g. --languages en,fr,de")
+    return list(dict.fromkeys(langs))
+
+
+def _write_csv(path: Path, header: list[str], row: list[str]) -> None:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh, lineterminator="\n").writerows([header, row])
 
 
 def catalog_new_scenario(args: argparse.Namespace) -> int:
-    """Write what a new scenario needs, so that `validate` lists what is left to fill in."""
+    """Write what a new scenario needs, so that `validate` lists what is left to fill in:
+    one line per TODO marker."""
     name, out = args.name, Path(args.dir)
     if not name.replace("_", "").isalnum() or not name.islower() or not name[0].isalpha():
         raise UsageError(f"scenario name {name!r}: use lowercase letters, digits and _, "
@@ -92,43 +138,69 @@ def catalog_new_scenario(args: argparse.Namespace) -> int:
     if options.exists():
         raise UsageError(f"{options} exists; the scenario is already started (edit its files, "
                          "or remove them to start again)")
-    langs = list(base.languages)
+    langs = _languages_asked(args.languages, list(base.languages))
+    english = ", ".join(base.languages["en"])
     for sub in ("options", "pairs", "sources", "prompts"):
         (out / sub).mkdir(parents=True, exist_ok=True)
-    options.write_text(f"id,country,{','.join(langs)}\n", encoding="utf-8")
-    (out / "sources" / f"{name}.csv").write_text("id,source,rank,note\n", encoding="utf-8")
+    _write_csv(options, ["option_id", "country", *langs],
+               [f"TODO one row per option (at least {MIN_LOCAL_OPTIONS} per country)", "US",
+                *(f"its name in {lang}" for lang in langs)])
+    _write_csv(out / "sources" / f"{name}.csv", ["id", "source", "rank", "note"],
+               ["TODO one row per option", "where it comes from", "its rank there", "a note"])
+    draw = draw_command(name, out, overlay=True)
+    _write_csv(out / "pairs" / f"{name}.csv",
+               ["pair_id", "english_option_id", "non_english_option_id"],
+               [f"TODO {draw}", "", ""])
     for lang in langs:
         path = out / "prompts" / f"{lang}.yaml"
         existing = path.is_file()
+        example = base.prompts[lang].scenarios.get("travel") if lang in base.prompts else None
         with path.open("a", encoding="utf-8") as fh:
-            fh.write(_skeleton_prompt(lang, name, existing))
-    print(f"wrote the skeleton of scenario {name} in {out}:\n"
-          f"  1. add options to {options} (id,country and the name in {', '.join(langs)}; "
-          "at least 3 per country)\n"
+            fh.write(_skeleton_prompt(lang, name, example, existing))
+    print(f"wrote the skeleton of scenario {name} in {out}, asked in {', '.join(langs)}:\n"
+          f"  1. replace the TODO row of {options} with your options: option_id,country and "
+          f"the name in {', '.join(langs)}; at least {MIN_LOCAL_OPTIONS} per country, in an "
+          f"English-speaking country ({english}) and another (e.g. 9 options in 3 countries)\n"
           f"  2. say where each came from in {out / 'sources' / f'{name}.csv'}\n"
-          f"  3. write the texts marked TODO in {out / 'prompts'}/<lang>.yaml\n"
-          f"  4. monitor catalog pairs {name} --dir {out}\n"
-          f"  5. monitor catalog validate --extra {out}, then add {out} to catalog.extra_paths")
+          f"  3. write the texts marked TODO in {out / 'prompts'}/<lang>.yaml "
+          f"({', '.join(langs)})\n"
+          f"  4. {draw}\n"
+          f"  5. monitor catalog validate --extra {out} (lists what is left to do); then add "
+          f"{out} to catalog.extra_paths and ask it with sampling.scenarios [{name}] and "
+          f"sampling.languages [{', '.join(langs)}]")
     return 0
 
 
 def catalog_pairs(args: argparse.Namespace) -> int:
-    """Draw an overlay scenario's pairs with the catalogue's languages and rule."""
+    """Draw an overlay scenario's pairs for the languages it has, as many as asked or as
+    its options allow (rules.pairs_needed), never a repeated pair."""
     out = Path(args.dir)
+    opt_file = out / "options" / f"{args.name}.csv"
+    if not opt_file.is_file():
+        raise UsageError(f"{opt_file}: no such file; start the scenario with `monitor catalog "
+                         f"new-scenario {args.name} --dir {out}`")
     problems: list[Problem] = []
-    languages = check_languages(default_catalog_dir() / "languages.yaml", problems)
-    options = check_options(out / "options" / f"{args.name}.csv", languages, problems)
+    catalogue = check_languages(default_catalog_dir() / "languages.yaml", problems)
+    own = scenario_languages(opt_file, catalogue, problems)
+    options = check_options(opt_file, own, problems, catalogue=list(catalogue))
+    check_overlay_coverage(args.name, options, own, out, problems)
     if problems:
         for p in problems:
             print(p, file=sys.stderr)
         print("fix the options first; nothing was drawn", file=sys.stderr)
         return 2
+    english = catalogue["en"]
+    possible = most_pairs(options, english, args.seed, MIN_PAIRS)
+    count = args.count if args.count is not None else possible
     try:
-        rows = draw_pairs(options, languages["en"], args.count, args.seed)
+        rows = draw_pairs(options, english, count, args.seed)
     except ValueError as exc:
-        raise UsageError(f"{out / 'options' / f'{args.name}.csv'}: {exc}") from None
+        raise UsageError(f"{opt_file}: {exc}") from None
     target = out / "pairs" / f"{args.name}.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
     write_pairs(target, rows)
-    print(f"wrote {len(rows)} pairs to {target} (seed {args.seed})")
+    allow = (f"; its {len(options)} options allow {possible} distinct pairs, all drawn"
+             if count == possible < MIN_PAIRS else "")
+    print(f"wrote {len(rows)} pairs to {target} (seed {args.seed}{allow}); next: monitor "
+          f"catalog validate --extra {out}")
     return 0

@@ -27,7 +27,14 @@ from typing import Any, TypeVar
 from monitor.alerts import build_sinks, owed
 from monitor.catalog import load_catalog
 from monitor.commands.summary import breaches, json_document, text_summary
-from monitor.config import Endpoint, Settings, demo_config_path, load_settings
+from monitor.config import (
+    Endpoint,
+    Settings,
+    demo_config_path,
+    load_settings,
+    reach_advice,
+    schema_advice,
+)
 from monitor.context import Context
 from monitor.errors import (
     EXIT_INTERRUPTED,
@@ -125,14 +132,12 @@ def no_results_message(res: RunResult, summary: RunSummary | None) -> str:
               f"{summary.top_unparseable}" if summary and summary.top_unparseable else "")
     answered = c["unparseable"] + c["refused"]
     if c["failed"] and not answered:
-        return (f"{head}: all {c['failed']} calls failed{err}; check the endpoint's model, "
-                "api_base and key")
+        return f"{head}: all {c['failed']} calls failed{err}; {reach_advice(res.run.model)}"
     if answered and not c["failed"]:
         return (f"{head}: every call was answered, but no answer could be read "
                 f"({c['unparseable']} unparseable, {c['refused']} refused){unread}; the answers "
                 f"are stored (`monitor report --run {res.run.run_id}` shows them) - check that "
-                "the model follows the prompt's answer format, or set the endpoint's "
-                "answer_format: json_schema")
+                f"the model follows the prompt's answer format, or {schema_advice(res.run.model)}")
     return (f"{head}: {c['failed']} failed{err}, {c['unparseable']} unparseable{unread}, "
             f"{c['refused']} refused")
 

@@ -1,6 +1,12 @@
 """The configuration: its schema (model.py) and how it is found and loaded (load.py)."""
 
-from monitor.config.assistant import DEFAULT_SETUP, Setup, setup_for
+from monitor.config.assistant import (
+    DEFAULT_SETUP,
+    Setup,
+    reach_advice,
+    schema_advice,
+    setup_for,
+)
 from monitor.config.detector import CUSUM_H
 from monitor.config.load import (
     demo_config_path,
@@ -28,11 +34,18 @@ from monitor.config.model import (
     parse_every,
 )
 from monitor.config.sinks import PAGERDUTY_URL, Delivery, PagerDuty, Webhook, unset_variables
-from monitor.config.target import HTTP_PLACEHOLDERS, PLACEHOLDER_RE, HttpTarget, parse_path
+from monitor.config.target import (
+    HTTP_PLACEHOLDERS,
+    PLACEHOLDER_RE,
+    HttpTarget,
+    mask_url,
+    parse_path,
+)
 
 __all__ = ["AUTO_BASELINE_RUNS", "CUSUM_H", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS", "PAGERDUTY_URL",
            "PLACEHOLDER_RE", "Alerts", "BaselineCfg", "Budget", "CatalogCfg", "Delivery",
            "Endpoint", "HttpTarget", "Metrics", "PagerDuty", "Report", "Sampling", "Schedule",
            "Settings", "Setup", "Slack", "Storage", "Thresholds", "Topup", "Webhook",
-           "demo_config_path", "load_settings", "masked_dump", "parse_every", "parse_path",
-           "parse_since", "resolve_config_path", "setup_for", "unset_variables"]
+           "demo_config_path", "load_settings", "mask_url", "masked_dump", "parse_every",
+           "parse_path", "parse_since", "reach_advice", "resolve_config_path", "schema_advice",
+           "setup_for", "unset_variables"]

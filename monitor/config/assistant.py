@@ -31,7 +31,7 @@ from monitor.config.model import Endpoint
 from monitor.errors import ConfigError
 from monitor.vocab import AnswerFormat, Persona
 
-__all__ = ["DEFAULT_SETUP", "Setup", "setup_for"]
+__all__ = ["DEFAULT_SETUP", "Setup", "reach_advice", "schema_advice", "setup_for"]
 
 #: The setup of the paper (and of every run before setups were stored).
 DEFAULT_SETUP = "default"
@@ -75,3 +75,22 @@ def setup_for(endpoint: Endpoint, languages: list[str], catalog_languages: list[
     target = (json.dumps({"body": endpoint.http.body, "response": endpoint.http.response_path},
                          sort_keys=True, ensure_ascii=False) if endpoint.http else "")
     return Setup(prompts, persona, endpoint.answer_format, target)
+
+
+def schema_advice(model: str) -> str:
+    """What to change when no answer of an endpoint could be read: ask for the scores with
+    a response schema. An http/ target takes one only where its body says (a
+    "{response_schema}" placeholder), so it is told that; the others set answer_format."""
+    if model.startswith("http/"):
+        return ("ask for the scores with a response schema, if your API takes one: put "
+                "\"{response_schema}\" where it does in the endpoint's http.body and set "
+                "answer_format: json_schema")
+    return ("ask for the scores with a response schema: set the endpoint's answer_format: "
+            "json_schema (or auto)")
+
+
+def reach_advice(model: str) -> str:
+    """What to check when no call of an endpoint was answered."""
+    if model.startswith("http/"):
+        return "check the endpoint's http.url, headers_env and key"
+    return "check the endpoint's model, api_base and key"

@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConf
 
 from monitor.config.model import Settings
 from monitor.config.sinks import unset_variables
+from monitor.config.target import mask_url
 from monitor.errors import ConfigError, UsageError
 from monitor.yamlfile import YamlError, load_yaml
 
@@ -161,6 +162,12 @@ def _problems(exc: ValidationError) -> list[str]:
     wrote the key, not a tag, so the tag is left out and the members' rules are said
     together."""
     errors = exc.errors()
+    # A misspelled key (`respones_path`) also leaves the key it meant missing: one
+    # mistake, said once, as "did you mean response_path?".
+    meant = {(*e["loc"][:-1], near[0]) for e in errors if e["type"] == "extra_forbidden"
+             and (near := difflib.get_close_matches(str(e["loc"][-1]),
+                                                    _keys_at(e["loc"][:-1]), n=1))}
+    errors = [e for e in errors if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
     out, used = [], set()
     for i, err in enumerate(errors):
         if i in used:
@@ -193,7 +200,9 @@ def _problem(where: tuple[Any, ...], err: Any, same: list[Any]) -> str:
         secretish = any(w in key.lower() for w in ("key", "token", "url", "secret"))
         # A key pasted where its variable's NAME belongs must not be echoed back.
         shown = "" if isinstance(value, dict | list) or secretish else f" (got {value!r})"
-        msg = "; or ".join(dict.fromkeys(e["msg"] for e in same)) + shown
+        # pydantic opens our validators' messages with "Value error, ": not the user's words.
+        msg = "; or ".join(dict.fromkeys(e["msg"].removeprefix("Value error, ")
+                                         for e in same)) + shown
     return f"{key}: {msg}{source}"
 
 
@@ -216,17 +225,6 @@ def _is_secret(name: str) -> bool:
     return any(w in _SECRET_WORDS for w in re.split(r"[^a-z0-9]+", name.lower()))
 
 
-def _mask_url(url: str) -> str:
-    """user:password@ and every query value of a URL are secrets too."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    netloc = re.sub(r"^[^@]*@", "***@", parts.netloc)
-    query = urlencode([(k, "***") for k, _ in parse_qsl(parts.query, keep_blank_values=True)],
-                      safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
 def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[str]]:
     """The effective configuration as JSON data with every secret masked, and a
     warning for each secret found in the file itself (it belongs in the environment)."""
@@ -237,14 +235,14 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
             state = "set" if ep.api_key() else "NOT SET"
             raw["api_key_env"] = f"{ep.api_key_env} ({state}; value never shown)"
         if raw.get("api_base"):
-            masked = _mask_url(raw["api_base"])
+            masked = mask_url(raw["api_base"])
             if masked != raw["api_base"]:
                 warnings.append(f"{source}: endpoints[{ep.name}].api_base carries credentials "
                                 "or query values (masked here); keep secrets in environment "
                                 "variables")
             raw["api_base"] = masked
-        if raw.get("http") and _mask_url(raw["http"]["url"]) != raw["http"]["url"]:
-            raw["http"]["url"] = _mask_url(raw["http"]["url"])
+        if raw.get("http") and mask_url(raw["http"]["url"]) != raw["http"]["url"]:
+            raw["http"]["url"] = mask_url(raw["http"]["url"])
             warnings.append(f"{source}: endpoints[{ep.name}].http.url carries credentials or "
                             "query values (masked here); send them as headers_env instead")
         for header, var in ep.headers_env.items():
@@ -271,8 +269,8 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
     if alerts.pagerduty is not None:
         pd = data["alerts"]["pagerduty"]
         pd["routing_key_env"] = _shown_var(alerts.pagerduty.routing_key_env)
-        if _mask_url(pd["url"]) != pd["url"]:
-            pd["url"] = _mask_url(pd["url"])
+        if mask_url(pd["url"]) != pd["url"]:
+            pd["url"] = mask_url(pd["url"])
             warnings.append(f"{source}: alerts.pagerduty.url carries credentials or query "
                             "values (masked here); the routing key belongs in routing_key_env")
     if settings.schedule.every and settings.schedule.cron:

@@ -70,8 +70,9 @@ class Endpoint(BaseModel):
         default_factory=dict, description="Extra request headers: name -> the environment "
                                           "variable holding its value.")
     answer_format: AnswerFormat = Field(
-        AnswerFormat.TEXT, description="text, json_schema (a response schema) or auto "
-                                       "(json_schema where LiteLLM knows it is supported).")
+        AnswerFormat.TEXT, description="text, json_schema (a response schema; an http/ "
+                                       "target needs {response_schema} in its body) or auto "
+                                       "(json_schema where it is known to be supported).")
     http: HttpTarget | None = Field(None, description="The request of an http/<name> model.")
 
     @field_validator("headers_env")
@@ -86,6 +87,13 @@ class Endpoint(BaseModel):
                              "(url, body, response_path)")
         if self.http is not None and not self.model.startswith("http/"):
             raise ValueError(f"`http:` is only for http/<name> models, not {self.model}")
+        if (self.http is not None and self.answer_format == AnswerFormat.JSON_SCHEMA
+                and not self.http.takes_schema):
+            # Stored, it would change the setup (no comparison with the baseline) and
+            # nothing in the request: an http/ target takes a schema only where told.
+            raise ValueError("answer_format json_schema on an http/ target needs a "
+                             "\"{response_schema}\" placeholder in http.body where the API "
+                             "takes a JSON schema; or set answer_format: text")
         if self.system_prompt and self.system_prompt_file:
             raise ValueError("set system_prompt or system_prompt_file, not both")
         return self

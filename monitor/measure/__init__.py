@@ -19,7 +19,8 @@
     ports.py      what measuring reads and writes in the store
 """
 
-from monitor.measure.llm import CallResult, ChatClient, LLMClient
+from monitor.measure.calls import CallResult, ChatClient
+from monitor.measure.llm import LLMClient
 from monitor.measure.progress import Progress
 from monitor.measure.run import RunResult, finish_run, run_endpoint
 from monitor.measure.start import RunOptions, plan_run

@@ -26,15 +26,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import os
 import random
 import re
 import time
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # before the import: no network
 
@@ -44,27 +42,14 @@ from litellm.llms.custom_llm import CustomLLM
 from monitor import USER_AGENT
 from monitor.config import Endpoint
 from monitor.measure import http_target
+from monitor.measure.calls import ON_WIRE, CallResult
 from monitor.measure.ratelimit import RateLimiter
 from monitor.measure.simulated import SimParams
 from monitor.measure.simulated import answer as simulated_answer
 from monitor.vocab import AnswerFormat
 
-__all__ = ["ON_WIRE", "CallResult", "ChatClient", "LLMClient", "Wire"]
+__all__ = ["LLMClient"]
 
-
-class Wire:
-    """Whether a call's request is out (set by the client while an attempt holds its
-    rate-limit token): on a signal, a run waits for these, which are paid for, and
-    cancels the calls still queued for a token or sleeping before a retry at once."""
-
-    __slots__ = ("on",)
-
-    def __init__(self) -> None:
-        self.on = False
-
-
-#: The Wire of the call the current task makes (each call is its own task).
-ON_WIRE: contextvars.ContextVar[Wire | None] = contextvars.ContextVar("on_wire", default=None)
 
 # Per-call logging and callbacks cost CPU and could leak prompts to logs.
 litellm.suppress_debug_info = True
@@ -87,33 +72,6 @@ _NO_PLATFORM = {"X-Stainless-OS": "Unknown", "X-Stainless-Arch": "unknown",
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _BACKOFF_BASE_S = 1.0
 _BACKOFF_CAP_S = 60.0
-
-
-@dataclass(kw_only=True, frozen=True)
-class CallResult:
-    """What one probe call returned (or why it failed)."""
-
-    text: str | None
-    error: str | None
-    latency_s: float
-    input_tokens: int | None
-    output_tokens: int | None
-    cost_usd: float | None
-    model_id: str | None
-    fingerprint: str | None
-    attempts: int
-    answer_format: str = AnswerFormat.TEXT  # what the call was really asked in
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-class ChatClient(Protocol):
-    """What a run needs of a client: one chat completion that never raises."""
-
-    async def complete(self, messages: list[dict[str, str]], *, language: str | None = None,
-                       schema: dict[str, Any] | None = None) -> CallResult: ...
 
 
 class _Simulated(CustomLLM):
@@ -144,10 +102,12 @@ class _HttpTarget(CustomLLM):
         response = kwargs["model_response"]
         optional = dict(kwargs.get("optional_params") or {})
         target = optional["http_target"]
+        fmt = optional.get("response_format")
+        schema = fmt["json_schema"]["schema"] if isinstance(fmt, dict) else None
         text, model_id = await http_target.ask(
             target, messages, language=optional.get("language") or "", model=model,
             headers=kwargs.get("headers") or {}, api_key=kwargs.get("api_key"),
-            timeout_s=float(kwargs.get("timeout") or 60))
+            timeout_s=float(kwargs.get("timeout") or 60), schema=schema)
         response.choices[0].message.content = text
         response.model = str(model_id) if model_id is not None else f"http/{model}"
         return response
@@ -163,7 +123,7 @@ litellm.custom_provider_map = [
 ]
 
 # A 400 that names the response format: the provider cannot take a schema.
-_NO_SCHEMA = re.compile(r"response_format|json_schema|response schema|structured output",
+_NO_SCHEMA = re.compile(r"response_format|json_schema|response[_ ]schema|structured output",
                         re.IGNORECASE)
 
 
@@ -195,9 +155,11 @@ class LLMClient:
     @staticmethod
     def _wants_schema(endpoint: Endpoint) -> bool:
         if endpoint.answer_format == AnswerFormat.JSON_SCHEMA:
-            return True
+            return True  # an http/ target's body has {response_schema} (config checks it)
         if endpoint.answer_format == AnswerFormat.TEXT:
             return False
+        if endpoint.http is not None:  # auto: where its body has a place for the schema
+            return endpoint.http.takes_schema
         if endpoint.simulated:
             return True
         try:  # auto: only where LiteLLM's model list says the model takes a schema
@@ -315,10 +277,26 @@ class LLMClient:
             return None  # LiteLLM does not know this model's price
 
     def _describe(self, exc: BaseException) -> str:
-        text = " ".join(str(exc).split()) or type(exc).__name__
+        own = _target_error(exc) if self._target is not None else None
+        # An http/ target's error is its own, whole (LiteLLM wraps it in its exception
+        # and OpenAI's words: "litellm.BadRequestError: HttpException - ...").
+        text = (str(own) if own is not None else
+                f"{type(exc).__name__}: {' '.join(str(exc).split()) or type(exc).__name__}")
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        return f"{type(exc).__name__}: {text}"[:300]
+        return " ".join(text.split())[:300]
+
+
+def _target_error(exc: BaseException) -> BaseException | None:
+    """The http target's own exception behind LiteLLM's, if any."""
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if seen is None:
+            return None
+        if isinstance(seen, http_target.HttpTargetError | http_target.HttpTargetNoAnswer):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _retry_after(exc: BaseException) -> float | None:

@@ -13,13 +13,15 @@ in order, the readings least likely to be wrong:
    the answer is ambiguous, and we report that instead of guessing which one the model meant.
 2. Prose, section by section (monitor.measure.prose and .statements): an option's heading
    or first mention opens its section, its score is the score statement in it ("Score: 7",
-   "Rating 7/10", "7 out of 10", "10点中8点", a table's score column); the last one about an option
-   wins, since models restate a final verdict. A number from prose such as "清华大学成立于1911年"
+   "Rating 7/10", "7 out of 10", "10点中8点", a table's score column, a list "Final scores: A 8,
+   B 6, C 7" or "A=8; B=6"); the last one about an option wins, since models restate a
+   final verdict. A number from prose such as "清华大学成立于1911年"
    or "Tokyo: home to 14 million people" is never a score; two scores in one statement, or a
    score for a name that is no option after the others were read, make the answer
    unparseable with the reason rather than a guess.
 3. Otherwise the answer is refused (a configured phrase occurs, or with no score at all a
-   sentence declines to score) or unparseable. Scores outside 1..10 make a complete set
+   sentence declines to score, in the words of any catalogue language: .declining) or
+   unparseable. Scores outside 1..10 make a complete set
    unparseable, naming the offending value.
 
 Everything is NFKC-normalised first (full-width digits, colons and brackets become ASCII), and
@@ -38,8 +40,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.measure.declining import declines
 from monitor.measure.prose import Options, read_prose
-from monitor.measure.statements import declines, fold, score_at
+from monitor.measure.statements import fold, score_at
 from monitor.vocab import CallStatus
 
 __all__ = ["ParseResult", "ParsedOption", "parse_answer"]
@@ -53,16 +56,44 @@ _MAX_DECODES = 1_000
 _MAX_NESTING = 64
 _MAX_DEPTH = 3  # wrapper objects we look through, e.g. {"scores": {"A": 8, ...}}
 
+# Keys as models write them, in every catalogue language (matched folded, "_" and "-" as
+# spaces): models translate the keys the prompt gave in English.
 _SCORE_KEYS = frozenset(
     {"score", "rating", "points", "note", "bewertung", "punktzahl", "punkte", "wertung",
-     "评分", "评价", "得分", "分数", "总分", "スコア", "点数", "評価", "점수", "평점", "총점"})
-# Models sometimes translate the keys the prompt gave in English.
+     "评分", "评价", "得分", "分数", "总分", "スコア", "点数", "評価", "점수", "평점", "총점",
+     "puntuación", "puntuacion", "puntaje", "calificación", "nota", "pontuação", "pontuacao",
+     "avaliação", "punteggio", "voto", "valutazione", "skor", "nilai", "puan", "оценка", "балл",
+     "баллы", "рейтинг", "الدرجة", "درجة", "التقييم", "تقييم", "النتيجة", "अंक", "स्कोर",
+     "रेटिंग"})
 _STRENGTH_KEYS = ("strengths", "pros", "stärken", "forces", "points forts", "优势", "優勢",
-                  "長所", "強み", "강점", "장점")
+                  "長所", "強み", "강점", "장점", "fortalezas", "puntos fuertes", "ventajas",
+                  "pontos fortes", "forças", "vantagens", "punti di forza", "punti forti",
+                  "vantaggi", "kelebihan", "kekuatan", "keunggulan", "güçlü yönler", "güçlü",
+                  "guclu", "artılar",
+                  "сильные стороны", "плюсы", "نقاط القوة", "المزايا", "ताकत", "ताक़त",
+                  "खूबियाँ", "मजबूत पक्ष", "शक्तियाँ")
 _WEAKNESS_KEYS = ("weaknesses", "cons", "schwächen", "faiblesses", "points faibles", "劣势",
-                  "短所", "弱み", "약점", "단점")
+                  "短所", "弱み", "약점", "단점", "debilidades", "puntos débiles", "desventajas",
+                  "pontos fracos", "fraquezas", "desvantagens", "punti deboli", "svantaggi",
+                  "kekurangan", "kelemahan", "zayıf yönler", "zayıf", "zayif", "eksiler",
+                  "слабые стороны",
+                  "минусы", "نقاط الضعف", "العيوب", "कमजोरियाँ", "कमज़ोरियाँ", "कमियाँ",
+                  "कमजोर पक्ष")
 _ID_FIELDS = ("label", "option", "name", "id", "choice", "key", "選択肢", "选项", "옵션",
-              "名前", "名称", "이름", "都市", "城市", "도시", "大学", "대학", "city", "university")
+              "名前", "名称", "이름", "都市", "城市", "도시", "大学", "대학", "city", "university",
+              "opción", "opcion", "opção", "opcao", "opzione", "opsi", "pilihan", "seçenek",
+              "secenek",
+              "вариант", "الخيار", "خيار", "विकल्प", "etiqueta", "etichetta", "nombre", "nome",
+              "nama", "isim", "название", "имя", "الاسم", "नाम", "ciudad", "cidade", "città",
+              "kota", "şehir", "город", "المدينة", "शहर", "universidad", "universidade",
+              "università", "universitas", "üniversite", "университет", "الجامعة",
+              "विश्वविद्यालय")
+
+
+def _key(k: object) -> str:
+    """A JSON key as matched: folded, "_" and "-" as spaces ("punti_di_forza")."""
+    return " ".join(fold(str(k)).replace("_", " ").replace("-", " ").split())
+
 
 _BRACES = re.compile(r'[{}"\\\n]')
 _TRAILING_COMMA = re.compile(r",\s*+([}\]])")
@@ -95,7 +126,7 @@ def _option(label: str, v: Any) -> ParsedOption | None:
     if not isinstance(v, dict):
         score = _value_score(v)
         return None if score is None else ParsedOption(label, score, None, None)
-    folded = {fold(str(k)): val for k, val in v.items()}
+    folded = {_key(k): val for k, val in v.items()}
     score = next((s for k, val in folded.items() if k in _SCORE_KEYS
                   and (s := _value_score(val)) is not None), None)
     if score is None:
@@ -117,8 +148,8 @@ def _json_options(obj: Any, opts: Options, depth: int = 0) -> dict[str, ParsedOp
     if isinstance(obj, dict):
         keyed = [(opts.key_label(str(k)), v) for k, v in obj.items()]
     else:  # [{"label": "A", "score": 8}, ...]: the first id field that names an option
-        keyed = [(next((lb for f in _ID_FIELDS if isinstance(it.get(f), str)
-                        and (lb := opts.key_label(it[f]))), None), it)
+        keyed = [(next((lb for k, v in it.items() if _key(k) in _ID_FIELDS
+                        and isinstance(v, str) and (lb := opts.key_label(v))), None), it)
                  for it in items if isinstance(it, dict)]
     for lab, v in keyed:
         if lab and lab not in found and (o := _option(lab, v)):

@@ -49,8 +49,10 @@ def build_prompt(catalog: Catalog, spec: ProbeSpec, language: str) -> Prompt:
     options = catalog.scenarios[spec.triplet.scenario].options
     labels = dict(zip(LABELS, spec.order, strict=True))
     names = {label: options[oid].names[language] for label, oid in labels.items()}
-    # How the option is called in the other languages: answers use those too ("KAIST").
-    aliases = {label: tuple(sorted({n for n in options[oid].names.values() if n != names[label]}))
+    # How the option is called in the other languages and its short names (the catalogue's
+    # aliases): answers use those too ("KAIST", "Caltech").
+    aliases = {label: tuple(sorted({*(n for n in options[oid].names.values()
+                                      if n != names[label]), *options[oid].aliases}))
                for label, oid in labels.items()}
     situation = getattr(scenario.situation, _PERSONA[spec.variant])
     lines = [texts.option_line.replace("{label}", lab).replace("{name}", name)

@@ -2,172 +2,84 @@
 
 Real assistants write a heading per option and put its score on a later line
 ("**Score:** 8/10", "Rating: ★★★★☆ (8/10)", "→ 10점 만점에 8점"), a line per
-option ("Boston — Score: 7", "清华大学：8分"), a markdown table with a score
-column (or the options as columns and an "Overall" row), a list ("Final scores:
-Singapore 8, Tokyo 6, London 7"), or a final verdict that restates (and sometimes
-changes) the scores. The reading (the line's score statements: monitor.measure.statements):
+option ("Boston — Score: 7", "清华大学：8分", "Puntuación Dubái: 7"), a paragraph
+per option that names it anywhere, a markdown table with a score column (or the
+options as columns and an "Overall" row), a list of names ("Final scores:
+Singapore 8, Tokyo 6, London 7") or of labels ("Final scores: A 8, B 6, C 7",
+"A: 8, B: 6", "A=8; B=6", "A는 8점, B는 6점", "最终评分：A 8分，B 6分"), or a final
+verdict that restates (and sometimes changes) the scores. The reading (the line's
+score statements: monitor.measure.statements; the options' names:
+monitor.measure.options):
 
-- A line that starts with an option (its label followed by a delimiter, its
-  name, a short form such as "Harvard", "清华", "TUM", or its name in another
-  catalogue language such as "KAIST") opens that option's section; a markdown
-  heading that names no option, at the section's level or above, closes it.
+- A line, or a sentence of it that scores, that starts with an option (its label
+  followed by a delimiter, its name or a short form, after an article or a score
+  word if any: "El MIT obtiene un 9 sobre 10", "Оценка Москвы: 9") opens that
+  option's section; so does, outside a section, a paragraph with a score
+  statement that names one option anywhere. A markdown heading that names no
+  option, at the section's level or above, closes it.
 - In a section, a score statement gives the option's score. "Job market: 9/10"
   lines are a breakdown: one alone is the score, several are not, unless an
   "Overall" line says which.
+- A list is two or more items that make up the line after its title (or the
+  line's first sentence), each number in 1..10 unless a score word or unit says
+  it is a score; under a title of ranks ("QS rank: A 3, B 5") it is no list.
 - The last statement about an option wins (a final verdict restates). Two
-  different scores in one statement ("8/10 if ..., 6/10 otherwise", "7-8/10")
-  make that option ambiguous, which is reported, not guessed; so is a "Name:
-  7/10" line for a name that is no option among option lines, since it may be
-  the model's name for one of them (a stale score would otherwise stand).
+  different scores in one statement ("8/10 if ..., 6/10 otherwise", "7-8/10",
+  "ETH 8 ya da 9"), or a later line that names a label with two numbers ("Für C
+  gebe ich doch 8 Punkte – oder eher 6"), make that option ambiguous, which is
+  reported, not guessed; so is a "Name: 7/10" line for a name that is no option
+  among option lines, since it may be the model's name for one of them (a stale
+  score would otherwise stand).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
 
+from monitor.measure.options import Options
 from monitor.measure.statements import (
     AFTER_NAME,
-    COLUMN,
     HEADING,
     KEYWORD,
     LABELLED,
     LEAD,
     NUM,
     NUMBER_RE,
-    OPTION_WORD,
     OUT_OF,
-    OUT_OF_TEN,
+    RANK_TITLE,
     fold,
     number,
+    numbers_in,
     score_at,
     statements,
 )
+from monitor.measure.tables import Table, table_row
 
-__all__ = ["Options", "ProseReading", "read_prose"]
+__all__ = ["Options", "ProseReading", "read_prose"]  # Options: monitor.measure.options
 
-_GENERIC = re.compile(
-    r"\b(?:the|university|universit[yé]|université|universität|universidad|college|"
-    r"institute|institut|school|of|de|du|des|la|le|der|die|das|city)\b|\b[dl]'|大学|大學|"
-    r"대학교|학교|공과|시|市")
-
-
-@lru_cache(maxsize=65536)
-def _short_forms(name: str) -> tuple[str, ...]:
-    """Short names a model uses for an option: "Harvard", "Tokyo", "清华", "서울대"."""
-    out = []
-    # "córdoba, argentina" / "コルドバ (アルゼンチン)": a qualifier the answer may leave out.
-    base = re.split(r" ?[(（]|, ", name)[0].strip()
-    if base and base != name and len(base) >= 2:
-        out.append(base)
-    bare = " ".join(_GENERIC.sub(" ", name).split())
-    if bare and bare != name and len(bare) >= 2:
-        out.append(bare)
-        first = bare.split()[0]
-        if first != bare and len(first) >= 3:  # "imperial college london" -> "imperial"
-            out.append(first)
-    for suffix, short in (("大学", ""), ("大學", ""), ("대학교", "대")):
-        if name.endswith(suffix) and len(name) > len(suffix) + 1:
-            out.append(name[: -len(suffix)] + short)
-    if len(name) == 4 and name.endswith(("大学", "大學")):  # 東京大学 -> 東大, 北京大学 -> 北大
-        out.append(name[0] + "大")
-    plain = "".join(c for c in unicodedata.normalize("NFD", name) if not unicodedata.combining(c))
-    words = [w for w in re.split(r"[\s-]+", plain) if w]
-    if len(words) >= 3:  # "massachusetts institute of technology" -> "mit", "école ..." -> "epfl"
-        out.append("".join(w[0] for w in words if w not in ("of", "de", "the", "und", "and")))
-    return tuple(s for s in out if len(s) >= 2)
-
-
-class Options:
-    """The labels and names of one prompt, folded once and matched against keys and lines."""
-
-    def __init__(self, names: dict[str, str],
-                 aliases: Mapping[str, Sequence[str]] | None = None) -> None:
-        self.labels = tuple(sorted(names))
-        self.by_fold = {fold(lab): lab for lab in self.labels}
-        pairs = [(f, lab) for lab, n in names.items() if (f := fold(n))]
-        # The option's names in the catalogue's other languages ("KAIST" in a Korean answer
-        # about 한국과학기술원) and short forms of all of them.
-        known = [*names.items(), *((lab, a) for lab, al in (aliases or {}).items() for a in al)]
-        short: dict[str, set[str]] = {}
-        for lab, original in known:
-            folded = fold(original)
-            if folded and (folded, lab) not in pairs:
-                short.setdefault(folded, set()).add(lab)
-            for s in _short_forms(folded):
-                short.setdefault(s, set()).add(lab)
-            first = original.split()[0] if original.split() else ""
-            if len(original.split()) > 1 and len(first) >= 2 and first.isupper():
-                short.setdefault(fold(first), set()).add(lab)  # "ETH Zürich" -> "eth"
-        full = {n for n, _ in pairs}
-        # A short form counts only if it points at one option and is not another's name.
-        extra = [(s, next(iter(labs))) for s, labs in short.items()
-                 if len(labs) == 1 and s not in full
-                 and not any(n.startswith(s) and lab not in labs for n, lab in pairs)]
-        # Longest first so "tokyo institute of technology" beats "tokyo".
-        self.names = sorted(pairs, key=lambda p: -len(p[0]))
-        self.all_names = sorted([*pairs, *extra], key=lambda p: -len(p[0]))
-        self.name_label = dict(self.all_names)
-        self._label_alts = "|".join(
-            re.escape(f) for f in sorted(self.by_fold, key=len, reverse=True) if f)
-
-    # The patterns are compiled when first used: a JSON answer (most of them) needs only
-    # the labels', and the names' alternation (every name in every catalogue language
-    # and its short forms) costs milliseconds to compile for each prompt.
-    @cached_property
-    def list_re(self) -> re.Pattern[str]:
-        """"Singapore 8," / "Tokyo: 6/10;" / "**TUM 8**": one item of a score list."""
-        names_alt = "|".join(re.escape(n) for n, _ in self.all_names)
-        return re.compile(
-            rf"(?<![\w])({names_alt or '(?!)'})(?![\w]) ?[:：]? ?(?:\*\*)?({NUM})(?:/ ?10)?"
-            rf"(?:\*\*)?(?=[,;.，、。]| (?:and|und|et|i|와|과|和) |$)")
-
-    @cached_property
-    def label_re(self) -> re.Pattern[str]:
-        # Labels that fold to nothing are found by name only. No letter (of any script:
-        # "Bâle") may continue the label: "a ..." is an article.
-        alts = self._label_alts or "(?!)"
-        return re.compile(rf"(?:{OPTION_WORD})?({alts})(?!\w)[.)]?")
-
-    @cached_property
-    def opener_re(self) -> re.Pattern[str]:
-        # To open a section a bare label needs a delimiter: "A." "A)" "A:" "A -", not "A bit".
-        alts = self._label_alts or "(?!)"
-        return re.compile(
-            rf"(?:{OPTION_WORD}({alts})(?!\w)|({alts})(?: ?[.):|：]| ?[-–—]|\*\*|$))[.)]?")
-
-    def key_label(self, key: str) -> str | None:
-        k = fold(key).strip(" \"'*_:")
-        for name, lab in self.all_names:
-            if k == name:
-                return lab
-        m = self.label_re.match(k)
-        if m:
-            return self.by_fold[m.group(1)]
-        return next((lab for name, lab in self.names if name in k), None)
-
-    def opens(self, s: str) -> tuple[str, int] | None:
-        """(label, end of the option's mention) if folded line `s` starts with an option."""
-        m = self.opener_re.match(s)
-        if m:
-            label = self.by_fold[m.group(1) or m.group(2)]
-            pos = m.end()
-            # "B. 东京大学 — 9/10": the label may be followed by its own name.
-            rest = s[pos:].lstrip(" *_")
-            own = next((n for n, lab in self.all_names if lab == label and rest.startswith(n)),
-                       None)
-            if own:
-                pos = len(s) - len(rest) + len(own)
-            return label, pos
-        for name, lab in self.all_names:
-            # A Latin name must end at a word's end; CJK names need no word boundary.
-            if s.startswith(name) and (not name.isascii()
-                                       or not s[len(name):len(name) + 1].isalnum()):
-                return lab, len(name)
-        return None
+# Between the items of a list of labels: punctuation or "and" in a catalogue language.
+_LIST_SEP = re.compile(r"(?: ?[,;、|/·،؛] ?| [—–-] | ?)(?:(?:and|et|und|y|e|и|ve|dan|و|और|和|및)"
+                       r"(?!\w) ?)?")
+# Where a list's title ends ("Final scores:", "Scores —", "评分 ——"), and where a list
+# ends before the line goes on ("(A) 9, (B) 8, (C) 7. Seoul for culture ...").
+_TITLE_END = re.compile(r"[:：]|\s[—–-]+\s")
+_LIST_END = re.compile(r" ?(?:[.。!！;؛।]|\s[—–-]+\s)")
+# A letter of a script that spaces its words: a label right after one is part of a word.
+_IN_WORD = re.compile(r"[a-zà-ÿ\u0400-\u04ff\u0600-\u06ff\u0900-\u097f]")
+# A line's last word, a number after a dash or colon, and nothing between it and the
+# option but a few words without a digit: "A. IIT दिल्ली — 9", "B. МГУ: 9/10".
+_LINE_SCORE = re.compile(rf"^[^\d\n]{{0,40}}?(?:[:=]|\s[—–-]+) ?(?:\*\*)?({NUM})(?!\d) ?"
+                         rf"(?:/ ?10)?(?:\*\*)?[ .]*$")
+_SENTENCE_END = re.compile(r"[.!?;](?: +)|[。！？；]")
+# A label named in a sentence, as written (case kept): "für C", "B应该是9分", "C को"; not the
+# article "A" opening an English sentence ("A good choice").
+_LABEL_MENTION = re.compile(r"(?<![A-Za-zÀ-ÿ])(?!A [a-zà-ÿ])([ABC])(?![A-Za-zÀ-ÿ'’])")
+# "Puntuación Dubái: 7", "Nota de Munique: 8", "Score for Boston: 8": a score word, a small
+# word of, then the option and its number.
+_OF = re.compile(r"(?:de|di|du|for|für|von|pour|per|para|для|للـ|के लिए) ")
+_TITLE = 60  # the most characters a list's title ("Final scores (out of 10)") may have
 
 
 @dataclass
@@ -175,6 +87,7 @@ class _Section:
     label: str
     level: int  # markdown heading level of its opening line; 7 when not a heading
     listing: bool = False  # opened by "Name: 8/10": the lines after it may be other names
+    mentioned: bool = False  # opened by a paragraph naming it: the next may name another
     strong: list[float | None] = field(default_factory=list)  # None: an ambiguous statement
     labelled: dict[str, float] = field(default_factory=dict)  # "job market" -> 9
 
@@ -197,94 +110,153 @@ class ProseReading:
     unknown: list[str] = field(default_factory=list)  # scored subjects that are no option
 
 
-def _table_row(s: str) -> list[str] | None:
-    return [c.strip(" *_") for c in s.strip().strip("|").split("|")] if s.startswith("|") else None
-
-
-class _Table:
-    """A markdown table: options as rows (a score column) or as columns (an overall row)."""
-
-    def __init__(self) -> None:
-        self.score_col: int | None = None
-        self.columns: dict[int, str] = {}  # column -> label, when options head the columns
-        self.rows = 0
-
-    def row(self, cells: list[str], opts: Options, final: dict[str, float | str]) -> None:
-        if all(set(c) <= set("-: ") for c in cells):
-            return  # the |---|---| rule
-        heads = {i: hit[0] for i, c in enumerate(cells) if (hit := opts.opens(c))}
-        self.rows += 1
-        if self.rows == 1 and len(set(heads.values())) >= 2:  # | | Bordeaux | Séville | Porto |
-            self.columns = heads
-            return
-        if self.columns:
-            if KEYWORD.match(cells[0]):  # the "Overall" row; criteria rows are a breakdown
-                for i, label in self.columns.items():
-                    if i < len(cells) and (v := score_at(cells[i])) is not None:
-                        final[label] = v
-            return
-        if not heads:  # a header row: which column holds the score
-            self.score_col = next((i for i, c in enumerate(cells) if COLUMN.search(c)), None)
-            return
-        label = next(iter(heads.values()))
-        col = self.score_col
-        value = score_at(cells[col]) if col is not None and col < len(cells) else None
-        if value is None:  # no score column: a cell such as "8/10"
-            found = [v for c in cells for v in statements(c) if OUT_OF_TEN.search(c)]
-            value = found[-1] if len(found) == 1 else None
-        if value is not None:
-            final[label] = value
-
-
-def _listed(s: str, opts: Options) -> dict[str, float] | None:
+def _listed(s: str, opts: Options) -> dict[str, float | str] | None:
     """ "Final scores (out of 10): Singapore 8, Tokyo 6, London 7": two or more options, each
-    with its number, in one line; with a score word, or every number in 1..10."""
-    items = {opts.name_label[m.group(1)]: number(m.group(2)) for m in opts.list_re.finditer(s)}
-    if len(items) < 2:
+    with its number, in one line; with a score word, or every number in 1..10. An option
+    given two numbers in it ("ETH 8 ya da 9") is "ambiguous"."""
+    found = list(opts.list_re.finditer(s))
+    items = {opts.name_label[m.group(1)]: number(m.group(2)) for m in found}
+    either: dict[str, float | str] = {opts.name_label[m.group(1)]: "ambiguous"
+                                      for m in opts.either_re.finditer(s)
+                                      if m.group(2) != m.group(3)}
+    if len(items) + len(either) < 2 or (found and RANK_TITLE.search(s[:found[0].start()])):
         return None
     if KEYWORD.search(s) or re.search(OUT_OF, s) or all(1 <= v <= 10 for v in items.values()):
-        return items
+        return {**items, **either}
     return None
 
 
-def read_prose(text: str, opts: Options) -> ProseReading:
-    final: dict[str, float | str] = {}
-    unknown: list[str] = []
-    section: _Section | None = None
-    table: _Table | None = None
+def _label_items(s: str, start: int, opts: Options) -> list[tuple[str, float, bool]] | None:
+    """(label, number, with a unit) of each item when `s` from `start` is a list of labels
+    with their numbers, to its end or to the end of a sentence, else None."""
+    items: list[tuple[str, float, bool]] = []
+    pos = end = start
+    while True:
+        m = opts.label_item_re.match(s, pos)
+        if m is None:
+            # The line may go on after the list (a sentence, a dash): "(A) 9, (B) 8, (C) 7.
+            # Seoul for culture ...".
+            return items if len(items) >= 2 and _LIST_END.match(s, end) else None
+        items.append((opts.by_fold[m.group(1)], number(m.group(2)), bool(m.group(3))))
+        end = m.end()
+        if end >= len(s):
+            return items
+        pos = _LIST_SEP.match(s, end).end()  # type: ignore[union-attr]  # all optional
 
-    def close() -> None:
-        nonlocal section
-        if section is not None and (v := section.value()) is not None:
-            final[section.label] = v
-        section = None
 
-    for raw in text.splitlines():
+def _label_list(s: str, opts: Options) -> dict[str, float] | None:
+    """ "Final scores: A 8, B 6, C 7", "A: 8, B: 6", "A=8; B=6", "最终评分：A 8分、B 6分": a line
+    that, after an optional title ending in a colon, is only two or more labels each with
+    its number; with a score word, a unit, or every number in 1..10."""
+    body = s.rstrip(" .。!*_।")
+    # The list opens the line, follows a title ("Final scores:"), or a few words
+    # ("결론부터 말씀드리면 A→8점, ...", "I'd give A 8, B 6 and C 7").
+    starts = [0, *(m.end() for m in _TITLE_END.finditer(body, 0, _TITLE) if m.start() > 0),
+              *(m.start() for m in opts.label_item_re.finditer(body, 1, _TITLE)
+                if not _IN_WORD.match(body, m.start() - 1))]
+    for start in starts:
+        items = _label_items(body, start + len(body[start:]) - len(body[start:].lstrip(" *_")),
+                             opts)
+        if (items is None or len(items) < 2 or len({lab for lab, _, _ in items}) < len(items)
+                or RANK_TITLE.search(body[:start])):
+            continue
+        if (KEYWORD.search(body[:start]) or any(unit for _, _, unit in items)
+                or all(1 <= v <= 10 for _, v, _ in items)):
+            return {lab: v for lab, v, _ in items}
+    return None
+
+
+def _direct(rest: str) -> float | None:
+    """The number right after an option's name ("Chicago: 8/10", "Boston — 7"), if any."""
+    after = AFTER_NAME.match(rest)
+    tail = rest[after.end():] if after else rest
+    return score_at(tail) if NUMBER_RE.match(tail) else None
+
+
+class _Reader:
+    """The reading of one answer, line by line (read_prose)."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.final: dict[str, float | str] = {}
+        self.unknown: list[str] = []
+        self.section: _Section | None = None
+        self.table: Table | None = None
+
+    def close(self) -> None:
+        if self.section is not None and (v := self.section.value()) is not None:
+            self.final[self.section.label] = v
+        self.section = None
+
+    def line(self, raw: str) -> None:
         s = fold(raw)
         if not s:
-            continue
-        cells = _table_row(s)
+            return
+        cells = table_row(s)
         if cells is not None:
-            close()
-            table = table or _Table()
-            table.row(cells, opts, final)
-            continue
-        table = None
+            self.close()
+            self.table = self.table or Table()
+            self.table.row(cells, self.opts, self.final)
+            return
+        self.table = None
         body = s[m.end():] if (m := LEAD.match(s)) else s
         body = body.lstrip("*_ ")
-        if (listed := _listed(body, opts)) is not None:
-            close()
-            final.update(listed)
-            continue
+        listed: dict[str, float | str] | None = _listed(body, self.opts)
+        if listed is None and (labels := _label_list(body, self.opts)) is not None:
+            listed = dict(labels)
+        if listed is not None:
+            self.close()
+            self.final.update(listed)
+            return
+        if HEADING.match(raw) and self.opts.opens(body) is None:
+            level = len(raw.strip()) - len(raw.strip().lstrip("#"))
+            if self.section is None or level <= self.section.level:
+                self.close()  # "## Final verdict" ends the last option's section, "### Pros" not
+            return
+        level = raw.strip().count("#", 0, 7) if HEADING.match(raw) else 7
+        if self.section is None and self.final and not self._revised(raw, body):
+            return
+        for part in _sentences(body, self.opts):
+            self.part(part, level)
+
+    def _revised(self, raw: str, body: str) -> bool:
+        """A line outside every section after scores were read that names a label ("Für C
+        gebe ich doch 8 Punkte – oder eher 6"): two numbers make that label ambiguous, one
+        score statement restates it. False when the line should be read as any other."""
+        if self.opts.opens(body) is not None:
+            return True
+        named = {lab for lab in _LABEL_MENTION.findall(unicodedata.normalize("NFKC", raw))
+                 if lab in self.final}
+        if len(named) != 1:
+            return True
+        label = named.pop()
+        said = statements(body)
+        if len(numbers_in(body)) >= 2 or None in said:
+            self.final[label] = "ambiguous"
+        elif len(said) == 1:
+            self.final[label] = said[0]  # type: ignore[assignment]  # None excluded above
+        return False
+
+    def part(self, body: str, level: int) -> None:
+        """One sentence (or the whole line) of prose."""
+        opts = self.opts
         opened = opts.opens(body)
+        if opened is None and (kw := KEYWORD.match(body)):
+            # "Puntuación Dubái: 7", "Оценка Москвы: 9": the option after a score word is
+            # the line's subject, when its number follows it.
+            after_kw = body[kw.end():].lstrip(" *_")
+            after_kw = after_kw[m.end():] if (m := _OF.match(after_kw)) else after_kw
+            named = opts.opens(after_kw)
+            if named is not None and _direct(after_kw[named[1]:]) is not None:
+                body, opened = after_kw, named
         if opened is not None:
-            close()
-            heading = HEADING.match(raw)
-            section = _Section(opened[0], raw.strip().count("#", 0, 7) if heading else 7)
+            self.close()
+            section = self.section = _Section(opened[0], level)
             rest = body[opened[1]:]
-            after = AFTER_NAME.match(rest)
-            tail = rest[after.end():] if after else rest
-            direct = score_at(tail) if NUMBER_RE.match(tail) else None
+            direct = _direct(rest)
+            if direct is None and (end := _LINE_SCORE.search(rest)):
+                # "A. IIT दिल्ली — 9": a label, its name in words we may not know, a number.
+                direct = number(end.group(1))
             said = statements(rest)
             if direct is not None:
                 # "Chicago: 8/10 if you work in finance, 6/10 otherwise" is no one score.
@@ -293,25 +265,53 @@ def read_prose(text: str, opts: Options) -> ProseReading:
                 section.listing = True
             else:
                 section.strong += said
-            continue
-        if HEADING.match(raw):
-            level = len(raw.strip()) - len(raw.strip().lstrip("#"))
-            if section is None or level <= section.level:
-                close()  # "## Final verdict" ends the last option's section, "### Pros" not
-            continue
+            return
+        if (self.section is None or self.section.mentioned) and (said := statements(body)):
+            about = opts.mentioned(body)
+            if len(about) == 1:
+                # A paragraph about one option, named anywhere in it ("تأسست جامعة الملك
+                # سعود عام 1957 ... تقييمي لها: 8 من 10"): its first mention opens its section.
+                self.close()
+                self.section = _Section(about.pop(), level, mentioned=True)
+                self.section.strong += said
+                return
         lab = LABELLED.match(body)
         subject = lab.group(1).strip(" *_") if lab else ""
         if lab and not KEYWORD.match(subject):
-            if section is None or section.listing:
+            if self.section is None or self.section.listing:
                 # "Imperial: 7/10" among option lines, or under "## Verdict": a score of
                 # something that reads as no option (a name we do not know).
-                unknown.append(subject)
+                self.unknown.append(subject)
             else:
-                section.labelled[subject] = number(lab.group(2))
+                self.section.labelled[subject] = number(lab.group(2))
+            return
+        if self.section is not None:
+            self.section.strong += statements(body)
+
+
+def _sentences(body: str, opts: Options) -> list[str]:
+    """The line, cut before each sentence that opens with an option and scores it ("El MIT
+    obtiene un 9 sobre 10: ... Caltech se lleva un 8 sobre 10: ..."): each opens its
+    section. A sentence that only mentions an option first ("서울에서 KTX로 약 2시간") does
+    not: it belongs to the section it stands in."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(body)]
+    parts, start = [], 0
+    for i, end in enumerate(ends):
+        if end >= len(body) or opts.opens(body[end:]) is None:
             continue
-        if section is not None:
-            section.strong += statements(body)
-    close()
+        sentence = body[end:ends[i + 1] if i + 1 < len(ends) else len(body)]
+        if statements(sentence):
+            parts.append(body[start:end].strip())
+            start = end
+    return [*parts, body[start:]]
+
+
+def read_prose(text: str, opts: Options) -> ProseReading:
+    reader = _Reader(opts)
+    for raw in text.splitlines():
+        reader.line(raw)
+    reader.close()
+    final = reader.final
     scores = {k: v for k, v in final.items() if not isinstance(v, str)}
     return ProseReading(scores, sorted(k for k, v in final.items() if isinstance(v, str)),
-                        unknown)
+                        reader.unknown)

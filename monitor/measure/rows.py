@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.catalog import Catalog
-from monitor.measure.llm import CallResult
+from monitor.measure.calls import CallResult
 from monitor.measure.parse import ParseResult
 from monitor.measure.prompts import Prompt
 from monitor.measure.sampling import ProbeSpec

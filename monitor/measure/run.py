@@ -33,7 +33,8 @@ from monitor.context import Context
 from monitor.errors import StoreError
 from monitor.measure.assistant import answer_schema, apply_setup
 from monitor.measure.budget import Allowance
-from monitor.measure.llm import ON_WIRE, CallResult, ChatClient, LLMClient, Wire
+from monitor.measure.calls import ON_WIRE, CallResult, ChatClient, Wire
+from monitor.measure.llm import LLMClient
 from monitor.measure.parse import parse_answer
 from monitor.measure.ports import MeasureStore
 from monitor.measure.progress import Progress

@@ -1,9 +1,10 @@
-"""Score statements in one line of an answer, in every catalogue language, and declining.
+"""Score statements in one line of an answer, in every catalogue language.
 
 The vocabulary of reading prose (monitor.measure.prose reads the structure): numbers,
 units ("/10", "out of 10", "sur 10", "von 10", "分", "点", "점"), score words ("Score",
 "Insgesamt", "评分", "スコア", "점수"), the ten-first forms of CJK ("10点中8点", "10점 만점에
-8점", "满分10分，我给深圳打8分"), ranges ("7-8/10") and the words of declining to score.
+8점", "满分10分，我给深圳打8分") and ranges ("7-8/10"); declining to score is
+monitor.measure.declining.
 A number is a score only with a unit, a score word or a separator right before it and
 nothing but closing punctuation after it. Every regex is linear (possessive or bounded).
 Adding a language adds its words here (docs/contract.md, "Reading answers").
@@ -15,17 +16,18 @@ import re
 import unicodedata
 
 __all__ = ["AFTER_NAME", "CLOSERS", "COLUMN", "HEADING", "KEYWORD", "LABELLED", "LEAD", "NUM",
-           "NUMBER_RE", "OPTION_WORD", "OUT_OF", "OUT_OF_TEN", "RANGE", "declines", "fold",
-           "number", "score_at", "statements"]
+           "NUMBER_RE", "OPTION_WORD", "OUT_OF", "OUT_OF_TEN", "RANGE", "RANK_TITLE", "UNIT",
+           "fold", "number", "numbers_in", "score_at", "statements"]
 
 NUM = r"[-+−]?\d{1,9}(?:[.,]\d{1,2})?"
 # U+2212 survives NFKC, and "-3" must stay negative so that it is reported as out of range.
 # At most two decimals, so "8,000" / "50.000" read as thousands (no score), not as 8 or 50.
 NUMBER_RE = re.compile(rf"({NUM})(?!\d)")
-OUT_OF = (r"(?:/ ?10(?![\d/])|(?:sur|von|out of|of|auf|su|de|из|en|dari|من|में से) 10(?!\d))")
-_UNIT = re.compile(rf"(?:{OUT_OF}|分(?!钟|鐘|間)|点(?!数)|점|points?\b|punkte?n?\b|pts\b|"
+OUT_OF = (r"(?:/ ?10(?![\d/])|(?:sur|von|out of|of|auf|su|de|sobre|em|из|en|dari|من|में से) "
+          r"10(?!\d))")
+UNIT = re.compile(rf"(?:{OUT_OF}|分(?!钟|鐘|間)|点(?!数)|점|points?\b|punkte?n?\b|pts\b|"
                    r"puan\b|балл|punti\b|puntos\b|pontos\b|نقاط|درجات|अंक)")
-CLOSERS = " *_)]】」』.。!！,，;；:：、،؛"
+CLOSERS = " *_)]】」』.。!！,，;；:：、،؛।"
 # Apostrophes made one; Arabic-Indic, Persian and Devanagari digits (which NFKC keeps) made
 # ASCII, with the Arabic decimal and thousands marks; bidi marks of RTL text dropped.
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "٫": ".", "٬": ",", "\u200e": None,
@@ -55,6 +57,10 @@ _SCORE_WORDS = (
     "penilaian", "puan", "değerlendirme", "оценка", "итоговая оценка", "балл", "баллы",
     "рейтинг", "الدرجة", "درجة", "التقييم", "تقييم", "النتيجة", "अंक", "स्कोर", "रेटिंग",
     "मूल्यांकन",
+    # "overall" in the newer languages: the line a breakdown ends with (issue 33)
+    "global", "puntuación global", "general", "total", "totale", "complessivo", "geral",
+    "nota geral", "genel", "toplam", "итог", "итого", "общая оценка", "الإجمالي", "إجمالي",
+    "المجموع", "कुल", "कुल अंक", "keseluruhan", "secara keseluruhan",
 )
 KEYWORD = re.compile(
     r"(?:my |meine? |ma |mon |最终|最終|初步|综合|総合|종합 |최종 )?(?:"
@@ -78,28 +84,12 @@ RANGE = re.compile(rf"(?<![\d.,]){NUM} ?(?:分|点|점)? ?(?:[-–~〜～]|to|bi
 LABELLED = re.compile(r"([^:\d\n,.!?…。，！？]{2,30}?) ?: ?(?:\*\*|__)?+ ?(" + NUM + r") ?"
                        + OUT_OF)
 OPTION_WORD = (r"(?:option|choice|choix|opción|opção|opzione|opsi|pilihan|seçenek|вариант|"
-               r"الخيار|विकल्प|选项|選択肢|オプション|옵션) ?")
+               r"الخيار|خيار|विकल्प|选项|選択肢|オプション|옵션|선택지) ?")
+# A list under a title of ranks ("QS rank: A 3, B 5, C 7") holds places, not scores.
+RANK_TITLE = re.compile(r"\brank|classement|\bplatz|rangliste|rang\b|排名|順位|순위|место|"
+                        r"sıra|peringkat|posizion|clasificación|classificação|रैंक|ترتيب")
 # Score words that may head a table column.
 COLUMN = re.compile(KEYWORD.pattern.replace(r"(?![a-zà-ÿа-яё\u0600-\u06ff])", ""))
-# Declining to score, in any catalogue language: a scoring word and a refusal in one sentence.
-_SCORING = re.compile(
-    r"scor|rating|rate (?:them|these|each)|numer|grade|noter|une note|des notes|de notes|"
-    r"chiffr|punktzahl|bewert|"
-    r"点数|点を|評価|採点|数値|数字|打分|评分|分数|量化|점수|숫자|평가|매기|"
-    r"puntu|calific|nota|pontu|punteggi|voti|valutar|skor|nilai|puan|оцен|балл|درج|تقييم|"
-    r"نقاط|अंक|स्कोर|रेटिंग")
-_DECLINE = re.compile(
-    r"rather not|prefer not|not comfortable|n't think it makes sense|refrain|won't|will not|"
-    r"can't|cannot|unable|decline|préfère ne pas|ne peux pas|ne suis pas en mesure|"
-    r"m'abstiens|m'abstiendrai|pas pertinent|tut mir leid|ungern|verzichte|nicht (?:für )?"
-    r"sinnvoll|kann [^.]{0,40} nicht|möchte [^.]{0,40} nicht|"
-    r"できません|控え|付けず|難しい|无法|不会|不便|不给|不打|不做|不给出|就不|"
-    r"수 없|않겠|어렵|드리기 어렵|삼가|보다는|"
-    r"no puedo|prefiero no|lo siento|não posso|prefiro não|desculpe|non posso|preferisco non|"
-    r"mi dispiace|tidak dapat|tidak bisa|maaf|yapamam|veremem|maalesef|üzgünüm|не могу|"
-    r"не буду|извините|к сожалению|لا أستطيع|لا يمكنني|عذر|آسف|नहीं कर सकत|नहीं दे सकत|"
-    r"क्षमा|माफ़|असमर्थ")
-_SENTENCE = re.compile(r"[^.!?。！？؟।\n]+")
 
 
 def fold(s: str) -> str:
@@ -115,7 +105,7 @@ def score_at(s: str) -> float | None:
     if m is None:
         return None
     rest = s[m.end():].lstrip(" *_")
-    if rest.strip(CLOSERS) and not _UNIT.match(rest):
+    if rest.strip(CLOSERS) and not UNIT.match(rest):
         return None
     return number(m.group(1))
 
@@ -127,7 +117,7 @@ def number(text: str) -> float:
 def _ends(s: str, end: int) -> bool:
     """Nothing but closing punctuation, a unit or a new clause follows position `end`."""
     rest = s[end:].lstrip(" *_")
-    return not rest or rest[0] in CLOSERS or bool(_UNIT.match(rest)) or rest[0] in "(（-–—"
+    return not rest or rest[0] in CLOSERS or bool(UNIT.match(rest)) or rest[0] in "(（-–—"
 
 
 def statements(s: str) -> list[float | None]:
@@ -152,10 +142,17 @@ def statements(s: str) -> list[float | None]:
     return [values[-1]] if len(distinct) == 1 else [None] if distinct else []
 
 
+# The "10" of a scale: "/10", "out of 10", "10点中", "10점 만점에", "满分10分", "10 में से".
+_SCALE = re.compile(rf"{OUT_OF}|10 ?点 ?(?:満点)?中|10 ?점 ?만점에|满分 ?10 ?分|10 में से|"
+                    r"10 üzerinden")
+
+
+def numbers_in(s: str) -> set[float]:
+    """The distinct numbers 1..10 of folded text `s`, whether stated as scores or not, the
+    10 of a scale ("8/10", "10点中8点") left out: a sentence that holds two of them about one
+    option says two things about it."""
+    values = {number(m.group(1)) for m in NUMBER_RE.finditer(_SCALE.sub(" ", s))}
+    return {v for v in values if 1 <= v <= 10}
+
+
 AFTER_NAME = re.compile(r"(?:\*\*|__)?+ ?(?:[:=|：]|[-–—―](?= ))?+ ?(?:\*\*|__)?+ ?[(\[]?+ ?")
-
-
-def declines(text: str) -> bool:
-    """A sentence that speaks of scoring and declines to do it."""
-    return any(_SCORING.search(m.group()) and _DECLINE.search(m.group())
-               for m in _SENTENCE.finditer(fold(text)))

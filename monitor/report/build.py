@@ -309,7 +309,7 @@ def build(store: Store, catalog: Catalog, runs: list[RunRow], trend: list[RunRow
     events = sorted({_own_run(a.run_id) for a in alerts})
     rep.alert_md = {(run_id, st.scenario, st.key): st
                     for run_id, st in store.stats_of(events, kind=StatKind.MD)} if events else {}
-    rep.headline = headline(md, coverage, states, levels, base)
+    rep.headline = headline(md, coverage, states, levels, base, model=last.model)
     return rep
 
 

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from monitor.config import schema_advice
 from monitor.report.build import EndpointReport
 from monitor.report.common import stat
 from monitor.stats import nullable
@@ -133,7 +134,5 @@ def examples(rep: EndpointReport) -> str:
                     f'<pre dir="auto">{esc(e.text)}</pre>' for e in rep.examples)
     return (f'<div class="examples"><h3>Answers as they came (none could be read)</h3>{items}'
             '<p class="note">The parser reads the JSON block the prompt asks for and the usual '
-            "ways assistants write scores (docs/contract.md, \"Reading answers\"). A model that "
-            "writes neither can be asked with a response schema: set "
-            "<code>answer_format: json_schema</code> (or <code>auto</code>) on the endpoint "
-            "and run again.</p></div>")
+            "ways assistants write scores (docs/contract.md, \"Reading answers\"). For a model "
+            f"that writes neither, {esc(schema_advice(rep.model))}, and run again.</p></div>")

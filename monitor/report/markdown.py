@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from monitor.config import schema_advice
 from monitor.report.build import EndpointReport
 from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, stat
 from monitor.stats import MIN_CELL_N
@@ -76,8 +77,8 @@ def _headline(rep: EndpointReport) -> list[str]:
         lines += ["> " + _md_cell(line) for line in e.text[:600].splitlines() if line.strip()]
         lines.append("")
     if rep.examples:
-        lines += ["Set the endpoint's `answer_format: json_schema` (or `auto`) to ask for the "
-                  "scores with a response schema.", ""]
+        advice = schema_advice(rep.model)  # our text, not data: no escaping
+        lines += [advice[0].upper() + advice[1:] + ".", ""]
     return lines
 
 

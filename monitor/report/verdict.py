@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from monitor.config import reach_advice, schema_advice
 from monitor.report.common import country_key
 from monitor.stats import MIN_CELL_N, nullable, significant
 from monitor.store import Baseline
@@ -52,7 +53,7 @@ def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _unreadable(coverage: pd.DataFrame) -> Headline:
+def _unreadable(coverage: pd.DataFrame, model: str) -> Headline:
     c = coverage[["asked", "unparseable", "refused", "failed"]].sum()
     answered = int(c["unparseable"] + c["refused"])
     text = [f"None of the model's answers could be read: {int(c['asked'])} calls, "
@@ -60,22 +61,23 @@ def _unreadable(coverage: pd.DataFrame) -> Headline:
             f"refused), {int(c['failed'])} failed, 0 scored."]
     if answered:
         text.append("The model does not write the scores in a form the parser reads (examples "
-                    "below); ask for them with a response schema: set the endpoint's "
-                    "`answer_format: json_schema` (or `auto`) and run again.")
+                    f"below); {schema_advice(model)}, and run again.")
     else:
-        text.append("No call was answered: check the endpoint's model, api_base and key "
-                    "(`monitor runs` gives the most common error).")
+        text.append(f"No call was answered: {reach_advice(model)} (`monitor runs` gives the "
+                    "most common error).")
     return Headline("unreadable", text, [], [])
 
 
 def headline(md: pd.DataFrame, coverage: pd.DataFrame,
              states: Mapping[tuple[str, str], tuple[str, datetime | None]],
-             levels: Mapping[tuple[str, str], str], baseline: Baseline | None) -> Headline:
+             levels: Mapping[tuple[str, str], str], baseline: Baseline | None, *,
+             model: str = "") -> Headline:
     """`md`: the reported runs' MD cells by variant; `coverage`: calls per language and
     status; `states` / `levels`: each cell's drift state (since when) and level at the
-    reported run; `baseline`: what the runs are compared with (None: nothing yet)."""
+    reported run; `baseline`: what the runs are compared with (None: nothing yet); `model`:
+    the endpoint's, for the advice when nothing could be read."""
     if int(coverage["scored"].sum()) == 0:
-        return _unreadable(coverage)
+        return _unreadable(coverage, model)
     md = md[(md["scenario"] == POOLED) & (md["variant"] == POOLED)]
     cells = sorted(md.to_dict("records"), key=lambda r: country_key(str(r["country"])))
     sig = [r for r in cells if significant(nullable(r["ci_lower"]), nullable(r["ci_upper"]),

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from monitor.config import Endpoint, Setup, setup_for
 from monitor.context import Context
 from monitor.measure.budget import Allowance
-from monitor.measure.llm import ChatClient
+from monitor.measure.calls import ChatClient
 from monitor.measure.run import ask
 from monitor.measure.sampling import Sampler
 from monitor.review.ports import ReviewStore

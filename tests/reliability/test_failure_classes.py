@@ -347,7 +347,7 @@ def test_the_daemon_resumes_an_orphan_and_logs_what_it_closes(
 
 class _Down:
     async def complete(self, messages: list[dict[str, str]], **_: Any) -> Any:
-        from monitor.measure.llm import CallResult
+        from monitor.measure.calls import CallResult
 
         return CallResult(text=None, error="APIConnectionError: Connection refused",
                           latency_s=0.01, input_tokens=None, output_tokens=None,

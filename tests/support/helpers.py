@@ -37,7 +37,7 @@ class DirectSimClient:
         self.fingerprint = fingerprint
 
     async def complete(self, messages: list[dict[str, str]], **_: Any) -> Any:
-        from monitor.measure.llm import CallResult
+        from monitor.measure.calls import CallResult
         from monitor.measure.simulated import answer
 
         reply = answer(messages, self.params)
