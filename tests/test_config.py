@@ -563,3 +563,16 @@ def test_a_config_error_comes_before_any_heavy_import(tmp_path: Path) -> None:
     for name, rc, seconds, err in results:
         assert rc == 2 and "did you mean triplets_per_run?" in err, (name, err)
         assert seconds < 1.0, (name, seconds)
+
+
+def test_a_dead_key_is_accepted_with_a_warning_naming_what_replaced_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        clean_env: pytest.MonkeyPatch) -> None:
+    cfg = _config()
+    cfg["alerts"] = {"cooldown_minutes": 360}
+    code, _, err = _check(capsys, _write(tmp_path / "old.yaml", cfg))
+    assert code == 0
+    [line] = [x for x in err.splitlines() if "cooldown_minutes" in x]
+    assert "deprecated" in line and "thresholds.cusum_h" in line and "remove" in line
+    code, _, err = _check(capsys, _write(tmp_path / "new.yaml", _config()))
+    assert code == 0 and "deprecated" not in err

@@ -1,12 +1,15 @@
 """The probe catalog (probes/): records, the rules a catalog must meet, loading.
 
-    records.py   Option, Pair, Triplet, Scenario, Catalog, PromptFile, Problem
-    files.py     CSV and YAML reading with positions for messages
-    rules.py     every check; each appends Problems so one pass reports all
-    load.py      read_catalog / load_catalog, the content-hash catalog version
-    draw.py      the seeded pair draw (never a repeated pair; how many the options give)
-    overlay.py   a team's own scenarios (catalog.extra_paths), merged
-    pairs.py     `python -m monitor.catalog.pairs`: the catalogue's pairs redrawn
+    records.py     Option, Pair, Triplet, Scenario, Catalog, PromptFile, Problem
+    files.py       CSV and YAML reading with positions for messages
+    rules.py       the checks of languages, options, coverage and pairs; each appends
+                   Problems so one pass reports all
+    scripts.py     what a name must look like in its language's script
+    text_rules.py  the checks of aliases, sources and prompt files
+    load.py        read_catalog / load_catalog, the content-hash catalog version
+    draw.py        the seeded pair draw (never a repeated pair; how many the options give)
+    overlay.py     a team's own scenarios (catalog.extra_paths), merged
+    pairs.py       `python -m monitor.catalog.pairs`: the catalogue's pairs redrawn
 """
 
 from monitor.catalog.files import read_csv

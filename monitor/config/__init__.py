@@ -1,4 +1,12 @@
-"""The configuration: its schema (model.py) and how it is found and loaded (load.py)."""
+"""The configuration: its schema and how it is found and loaded.
+
+    model.py      Settings and every section, with defaults and limits
+    detector.py   the drift CUSUM's thresholds and the top-up confirmation
+    assistant.py  the team's assistant around the probe; the setup key runs compare in
+    target.py     an assistant behind its own HTTP API: the request and the answer's path
+    sinks.py      the alert sinks beside Slack: a JSON webhook, PagerDuty
+    load.py       the path, the environment overrides, one-line errors, the masked dump
+"""
 
 from monitor.config.assistant import (
     DEFAULT_SETUP,
@@ -10,6 +18,7 @@ from monitor.config.assistant import (
 from monitor.config.detector import CUSUM_H
 from monitor.config.load import (
     demo_config_path,
+    deprecations,
     load_settings,
     masked_dump,
     parse_since,
@@ -46,6 +55,6 @@ __all__ = ["AUTO_BASELINE_RUNS", "CUSUM_H", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS"
            "PLACEHOLDER_RE", "Alerts", "BaselineCfg", "Budget", "CatalogCfg", "Delivery",
            "Endpoint", "HttpTarget", "Metrics", "PagerDuty", "Report", "Sampling", "Schedule",
            "Settings", "Setup", "Slack", "Storage", "Thresholds", "Topup", "Webhook",
-           "demo_config_path", "load_settings", "mask_url", "masked_dump", "parse_every",
-           "parse_path", "parse_since", "reach_advice", "resolve_config_path", "schema_advice",
-           "setup_for", "unset_variables"]
+           "demo_config_path", "deprecations", "load_settings", "mask_url", "masked_dump",
+           "parse_every", "parse_path", "parse_since", "reach_advice", "resolve_config_path",
+           "schema_advice", "setup_for", "unset_variables"]

@@ -26,8 +26,8 @@ from monitor.config.target import mask_url
 from monitor.errors import ConfigError, UsageError
 from monitor.yamlfile import YamlError, load_yaml
 
-__all__ = ["demo_config_path", "env_problems", "load_settings", "masked_dump", "parse_since",
-           "resolve_config_path"]
+__all__ = ["demo_config_path", "deprecations", "env_problems", "load_settings", "masked_dump",
+           "parse_since", "resolve_config_path"]
 
 _ENV_PREFIX = "MONITOR_"
 _ENV_OWN = frozenset({"MONITOR_CONFIG"})  # the config file's path, not a section
@@ -279,7 +279,19 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
                         f"schedule.every ({settings.schedule.every}) applies; remove one")
     warnings += [f"{source}: {line}" for line in unset_variables(alerts.webhook,
                                                                  alerts.pagerduty)]
+    warnings += deprecations(settings, source)
     return data, warnings
+
+
+def deprecations(settings: Settings, source: Path) -> list[str]:
+    """A warning for each key that is accepted but read nowhere, naming what replaced it
+    (`config check` prints them, the daemon logs them at start)."""
+    if settings.alerts.cooldown_minutes is None:
+        return []
+    return [f"{source}: alerts.cooldown_minutes is deprecated and has no effect (since "
+            "0.3): a page is sent once per change to FIRING and a resolve needs the evidence "
+            "for the shift used up again - thresholds.cusum_h and alerts.min_runs_firing "
+            "govern it; remove the key"]
 
 
 def _shown_var(name: str) -> str:

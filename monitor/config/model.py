@@ -229,10 +229,10 @@ class Alerts(BaseModel):
     webhook: Webhook | None = Field(None, description="A generic JSON webhook (url_env, ...).")
     pagerduty: PagerDuty | None = Field(None, description="PagerDuty Events v2 "
                                                           "(routing_key_env, ...).")
-    cooldown_minutes: int = Field(
-        360, ge=0, le=100_000,
-        description="Kept for old configs; unused: a page is sent once per change to FIRING "
-                    "and a re-fire after a resolve is never held back.")
+    cooldown_minutes: int | None = Field(
+        None, ge=0, le=100_000,
+        description="Deprecated, read nowhere: accepted so old configs load, with a warning "
+                    "(monitor.config.load.deprecations).")
     min_runs_firing: int = Field(2, ge=1, le=100)
     page_on_level: bool = Field(
         False, description="Also page when a cell's level goes beyond +-thresholds.md_points "

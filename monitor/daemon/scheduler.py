@@ -32,7 +32,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from monitor.catalog import Catalog, load_catalog
-from monitor.config import Settings, load_settings, parse_every, setup_for
+from monitor.config import Settings, deprecations, load_settings, parse_every, setup_for
 from monitor.daemon.launcher import RunLauncher
 from monitor.daemon.recovery import triage
 from monitor.errors import ConfigError
@@ -76,6 +76,8 @@ def serve(config: Path | None) -> int:
     settings.require_keys(settings.endpoints, source)
     for ep in settings.endpoints:  # a missing system prompt file fails here, not per run
         setup_for(ep, settings.sampling.languages, list(catalog.languages))
+    for line in deprecations(settings, source):
+        log.warning("%s", line)
     store = Store(settings.storage.path)
     return asyncio.run(_main(settings, config, source, store, trigger, catalog))
 

@@ -1,10 +1,13 @@
 """The report: what it covers (build), and its HTML and Markdown renderings.
 
-    build.py     an endpoint's report from the store: tables, scores, trend, evidence
-    html.py      one self-contained page, figures embedded
-    markdown.py  the tables for a PR or chat
-    figures.py   the only matplotlib user
-    common.py    names and orders both renderings use
+    build.py       an endpoint's report from the store: tables, scores, trend, evidence
+    verdict.py     the headline: a status and a few sentences
+    plots.py       which numbers go in which figure
+    figures.py     the figures drawn (the only matplotlib user)
+    html.py        one self-contained page, figures embedded
+    html_parts.py  the page's shared parts: a statistic cell, an embedded figure
+    markdown.py    the tables for a PR or chat
+    common.py      names and orders both renderings use
 """
 
 from monitor.report.build import EndpointReport, Evidence, build, to_json
