@@ -8,6 +8,7 @@
     html_parts.py  the page's shared parts: a statistic cell, an embedded figure
     markdown.py    the tables for a PR or chat
     common.py      names and orders both renderings use
+    ports.py       what the report reads from the store
 """
 
 from monitor.report.build import EndpointReport, Evidence, build, to_json

@@ -22,9 +22,10 @@ from typing import Any
 import pandas as pd
 
 from monitor.catalog import Catalog
+from monitor.report.ports import ReportStore
 from monitor.report.verdict import Headline, headline
 from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, nullable, weakness_of
-from monitor.store import AlertEvent, Baseline, RunRow, StatRow, Store
+from monitor.store import AlertEvent, Baseline, RunRow, StatRow
 from monitor.vocab import POOLED, AlertState, CallStatus, StatKind
 from monitor.watch import Scope, rank_movers
 
@@ -124,7 +125,7 @@ class EndpointReport:
         return len(self.detail_runs) > len(self.runs)
 
 
-def _history(store: Store, runs: list[RunRow]) -> pd.DataFrame:
+def _history(store: ReportStore, runs: list[RunRow]) -> pd.DataFrame:
     started = {r.run_id: r.started_at for r in runs}
     rows = [{"run_id": run_id, "started_at": started[run_id], "country": st.key, "md": st.value,
              "ci_lower": st.ci_lower, "ci_upper": st.ci_upper, "n": st.n}
@@ -134,7 +135,8 @@ def _history(store: Store, runs: list[RunRow]) -> pd.DataFrame:
                                                          ignore_index=True)
 
 
-def _movers(store: Store, catalog: Catalog, now: list[str], base: list[str]) -> list[Evidence]:
+def _movers(store: ReportStore, catalog: Catalog, now: list[str],
+            base: list[str]) -> list[Evidence]:
     out = []
     for m in rank_movers(store.option_means(now), store.option_means(base), catalog,
                          top=TOP_MOVERS):
@@ -156,7 +158,7 @@ def _frame(rows: list[Any], **extra: Any) -> pd.DataFrame:
     return pd.DataFrame([{**asdict(r), **extra} for r in rows])
 
 
-def _md_by_variant(store: Store, catalog: Catalog, ids: list[str], last: RunRow
+def _md_by_variant(store: ReportStore, catalog: Catalog, ids: list[str], last: RunRow
                    ) -> pd.DataFrame:
     languages, local = list(last.languages), catalog.languages
     parts = [_frame(md_of(store, ids, languages, local), variant=POOLED)]
@@ -182,7 +184,7 @@ def _own_run(run_id: str) -> str:
     return run_id.split("-topup-", 1)[0]
 
 
-def _alerts(store: Store, ep: str, first: RunRow, last: RunRow
+def _alerts(store: ReportStore, ep: str, first: RunRow, last: RunRow
             ) -> tuple[list[AlertEvent], dict[tuple[str, str], tuple[str, datetime | None]],
                        dict[tuple[str, str], str]]:
     """The window's changes (runs started from `first` to `last`), every cell's drift
@@ -234,7 +236,7 @@ def _coverage(calls: pd.DataFrame, languages: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=_COVERAGE)
 
 
-def _examples(store: Store, ids: list[str]) -> list[Example]:
+def _examples(store: ReportStore, ids: list[str]) -> list[Example]:
     """A few unreadable answers, one per language first, as they were stored."""
     calls = store.calls_frame(ids, with_text=True)
     bad = calls[calls["status"].isin([CallStatus.UNPARSEABLE, CallStatus.REFUSED])]
@@ -244,7 +246,7 @@ def _examples(store: Store, ids: list[str]) -> list[Example]:
             for r in bad.head(EXAMPLES).itertuples(index=False)]
 
 
-def build(store: Store, catalog: Catalog, runs: list[RunRow], trend: list[RunRow], *,
+def build(store: ReportStore, catalog: Catalog, runs: list[RunRow], trend: list[RunRow], *,
           detail_runs: int = DETAIL_RUNS) -> EndpointReport:
     """The report of one endpoint: `runs` for the tables, `trend` for the history.
     `detail_runs`: how many comparable runs up to the last one the per-scenario and

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from monitor.report.ports import ReportStore
 from monitor.stats import MIN_CELL_N, jsd_significant, nullable, significant
-from monitor.store import RunRow, Store
+from monitor.store import RunRow
 from monitor.vocab import FINISHED, POOLED, CallStatus, RunStatus, Variant
 
 __all__ = ["VARIANT_TITLES", "Stat", "country_key", "jsd_star", "slug", "stat", "trend_to",
@@ -40,7 +41,7 @@ def stat(value: Any, lo: Any, hi: Any, n: Any, *, test: bool = True,
     return Stat(value=v, lo=a, hi=b, n=int(n), sig=bool(sig), thin=int(n) < MIN_CELL_N)
 
 
-def unreadable(store: Store, runs: list[RunRow]) -> set[str]:
+def unreadable(store: ReportStore, runs: list[RunRow]) -> set[str]:
     """The failed runs among `runs` that hold answers (stored, none scored): reportable,
     to show why nothing could be read (`monitor report` and the daemon's report alike)."""
     failed = [r.run_id for r in runs if r.status == RunStatus.FAILED]
@@ -69,7 +70,7 @@ def slug(endpoint: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in endpoint)
 
 
-def trend_to(store: Store, run: RunRow) -> list[RunRow]:
+def trend_to(store: ReportStore, run: RunRow) -> list[RunRow]:
     """The finished runs of `run`'s endpoint up to it, oldest first: the MD trend its
     report shows (`monitor report` and the daemon's report alike)."""
     return sorted((r for r in store.runs(run.endpoint)

@@ -14,9 +14,9 @@ from datetime import datetime
 
 from monitor.config import AUTO_BASELINE_RUNS, Alerts, Thresholds
 from monitor.stats import JSDRow, MDRow, md_jsd_of, md_of
-from monitor.store import Store
 from monitor.vocab import FINISHED
 from monitor.watch.drift import CellState, observe, step
+from monitor.watch.ports import WatchStore
 
 __all__ = ["History", "history", "replay"]
 
@@ -64,7 +64,7 @@ def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
     return out
 
 
-def history(store: Store, endpoint: str, local_countries: Mapping[str, Sequence[str]], *,
+def history(store: WatchStore, endpoint: str, local_countries: Mapping[str, Sequence[str]], *,
             since: datetime | None = None, baseline_runs: Sequence[str] | None = None,
             jsd: bool = True, thresholds: Thresholds | None = None,
             alerts: Alerts | None = None, h: float | None = None) -> History:
