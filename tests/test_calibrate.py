@@ -157,3 +157,24 @@ def test_an_interrupted_calibration_resumes_and_then_becomes_the_baseline(
     assert base is not None and base.run_ids == [run.run_id] and done.status == "complete"
     assert len(calls) == done.triplets * 6 == asked  # nothing asked twice
     assert not calls.duplicated(["triplet_id", "language"]).any()
+
+
+def test_lost_answers_are_said_plainly_and_the_next_calibration_is_sized_for_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """70% of the Korean answers refused: KR's cell came out at a third of what was
+    asked for, and the calibration said nothing (it accepted FR n = 11, AU n = 6). Now it
+    says which cells are thin and what to ask; the next one is sized for the answers the
+    stored runs read, KR's cell included."""
+    lossy = {**SIM, "params": {**SIM["params"], "refusal_rate": {"ko": 0.7}}}
+    cfg = write_config(tmp_path, [lossy], sampling={"languages": ["en", "zh", "ko"]})
+    assert main(["baseline", "calibrate", "--config", str(cfg), "--triplets-per-cell",
+                 "20"]) == 0
+    out = capsys.readouterr().out
+    [thin] = [ln for ln in out.splitlines() if ln.strip().startswith("thin:")]
+    assert "KR n=" in thin and "CN n=" not in thin and "--triplets-per-cell" in thin
+    assert main(["baseline", "calibrate", "--config", str(cfg), "--dry-run",
+                 "--triplets-per-cell", "20"]) == 0
+    line = _announcement(capsys.readouterr().err)
+    assert "usable: sized for the answers read on its stored runs, e.g. KR 3" in line
+    low = int(line.split("per country cell about ")[1].split(" ")[0])
+    assert low >= 19  # usable triplets, KR's lost half accounted for

@@ -20,10 +20,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Mapping
 
 import numpy as np
 
-from monitor.catalog import load_catalog
+from monitor.catalog import Catalog, load_catalog
 from monitor.commands.plan import cost_per_call, stored_usage
 from monitor.commands.probe import endpoints_for, run_until_stopped
 from monitor.config import Endpoint, Settings, load_settings
@@ -44,25 +45,49 @@ from monitor.watch.plan import (
 )
 from monitor.watch.reference import auto_h
 
-__all__ = ["DEFAULT_TRIPLETS_PER_CELL", "calibrate_command", "calibration_size"]
+__all__ = ["DEFAULT_TRIPLETS_PER_CELL", "READ_RUNS", "calibrate_command", "calibration_size",
+           "read_shares"]
 
 DEFAULT_TRIPLETS_PER_CELL = 1000
 
 
-def calibration_size(cells: Cells, per_cell: int) -> int:
-    """Triplets that give the smallest cell `per_cell`, capped at the population."""
-    smallest = min((s for s in cells.shares if s > 0), default=0.0)
+def calibration_size(cells: Cells, per_cell: int, read: Mapping[str, float] | None = None
+                     ) -> int:
+    """Triplets that give the smallest cell `per_cell` usable triplets, capped at the
+    population. `read`: the share of a cell's triplets whose answer in its country's
+    language is read (lost answers leave a triplet out of that cell), 1 by default."""
+    read = read or {}
+    usable = [s * read.get(c, 1.0) for c, s in zip(cells.names, cells.shares, strict=True)]
+    smallest = min((u for u in usable if u > 0), default=0.0)
     if smallest <= 0:
         return cells.population
     return min(cells.population, math.ceil(per_cell / smallest))
 
 
+#: Finished runs whose per-language coverage sizes a calibration (the latest ones).
+READ_RUNS = 20
+
+
+def read_shares(store: Store, endpoint: str, catalog: Catalog, languages: list[str]
+                ) -> dict[str, float]:
+    """Each local country's share of answers read in its language, on the endpoint's
+    latest finished runs (empty when there are none)."""
+    runs = [r for r in store.runs(endpoint) if r.status in (RunStatus.COMPLETE,
+                                                             RunStatus.PARTIAL)][-READ_RUNS:]
+    if not runs:
+        return {}
+    cov = {lang: scored / asked for lang, asked, scored in
+           store.call_summary([r.run_id for r in runs], languages).coverage if asked}
+    return {c: cov[lang] for lang in cov for c in catalog.languages.get(lang, ())}
+
+
 def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: int,
-              cells: Cells, per_cell: int, max_cost: float | None) -> None:
+              cells: Cells, per_cell: int, max_cost: float | None,
+              read: Mapping[str, float]) -> None:
     langs = settings.sampling.languages
     calls = triplets * len(langs)
-    per = {name: round(triplets * share) for name, share in zip(cells.names, cells.shares,
-                                                                strict=True)}
+    per = {name: round(triplets * share * read.get(name, 1.0))
+           for name, share in zip(cells.names, cells.shares, strict=True)}
     low = min(per, key=lambda c: per[c]) if per else "-"
     high = max(per, key=lambda c: per[c]) if per else "-"
     whole = (" (every monitored triplet: one full rotation cycle)"
@@ -77,6 +102,10 @@ def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: in
                        if max_cost is not None else "")
     short = ("" if per.get(low, 0) >= per_cell else
              f" (fewer than the {per_cell} asked for: the catalogue has no more)")
+    lost = sorted((c for c, r in read.items() if r < 0.99 and c in per), key=read.__getitem__)
+    if lost:
+        short += (f" (usable: sized for the answers read on its stored runs, e.g. "
+                  f"{', '.join(f'{c} {read[c]:.0%}' for c in lost[:3])})")
     # The rpm ceiling, not the model, usually sets how long it takes.
     minutes = calls / endpoint.rpm
     print(f"calibration of {endpoint.name}: {triplets} triplets{whole} x {len(langs)} "
@@ -90,7 +119,8 @@ def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: in
                          "--triplets-per-cell or raise --max-cost-usd")
 
 
-def _accept(store: Store, result: RunResult, settings: Settings, cells: Cells) -> None:
+def _accept(store: Store, result: RunResult, settings: Settings, cells: Cells,
+            per_cell: int) -> None:
     run = result.run
     store.set_baseline(run.endpoint, [run], auto=False)
     model = run.model_id
@@ -107,6 +137,17 @@ def _accept(store: Store, result: RunResult, settings: Settings, cells: Cells) -
         if r.scenario == POOLED:
             print(f"  {r.country} ({r.language})  {r.md:+.2f} {ci(r.ci_lower, r.ci_upper)} "
                   f"n={r.n}   {r.did:+.2f} {ci(r.did_ci_lower, r.did_ci_upper)}")
+    # Plainly, when lost answers left cells short of what was asked for
+    asked = {c: min(per_cell, round(run.triplets * sh))
+             for c, sh in zip(cells.names, cells.shares, strict=True)}
+    thin = [r for r in result.md if r.scenario == POOLED and r.n < 0.8 * asked.get(r.country, 0)]
+    if thin:
+        worst = min(r.n / asked[r.country] for r in thin)
+        print(f"  thin: {', '.join(f'{r.country} n={r.n} of ~{asked[r.country]}' for r in thin)}"
+              f": answers lost in those languages left the cells short; the baseline is set, "
+              f"but its error weighs on every later comparison (a top-up may stop as "
+              f"'baseline too thin'); to fill them, `monitor baseline calibrate "
+              f"--triplets-per-cell {math.ceil(per_cell / max(worst, 0.05))}`")
     print("  persistence of triplet x language effects: every later run re-asks triplets "
           "of this baseline and measures it (run_stats kind persistence); the detector "
           "uses the baseline as covariate where it pays, `monitor plan` plans with it")
@@ -154,10 +195,11 @@ def calibrate_command(args: argparse.Namespace) -> int:
         settings.require_keys(endpoints, config_path)
         s = settings.sampling
         cells = cell_shares(catalog, s.scenarios, s.languages)
-        triplets = calibration_size(cells, per_cell)
         for endpoint in endpoints:
+            read = read_shares(store, endpoint.name, catalog, s.languages)
+            triplets = calibration_size(cells, per_cell, read)
             if not args.resume:
-                _announce(endpoint, settings, store, triplets, cells, per_cell, max_cost)
+                _announce(endpoint, settings, store, triplets, cells, per_cell, max_cost, read)
             if args.dry_run:
                 continue
             opts = RunOptions(triplets=triplets, resume=args.resume)
@@ -177,5 +219,5 @@ def calibrate_command(args: argparse.Namespace) -> int:
                       f"{endpoint.name} did not complete ({why}); its answers are stored, the "
                       "baseline is unchanged", file=sys.stderr)
                 return EXIT_NO_RESULTS
-            _accept(store, result, settings, cells)
+            _accept(store, result, settings, cells, per_cell)
     return 0
