@@ -319,20 +319,24 @@ def _check_run(o: Outcome, triplets: int) -> None:
         assert cov[lang]["ratio"] == pytest.approx(scored / triplets)
         assert stored_cov.loc[lang, "value"] == pytest.approx(scored / triplets)
 
-    # MD and JSD: complete triplets only (all six languages ok).
+    # MD: a triplet counts for a country where its option was read in the country's
+    # language and the triplet in another (docs/statistics.md "Missing answers"); JSD:
+    # complete triplets only (all six languages ok).
     per_triplet = ok.groupby("triplet_id")["language"].nunique()
     complete = set(per_triplet[per_triplet == len(LANGS)].index)
+    read = ok.groupby("triplet_id")["language"].agg(set).to_dict()
+    home = {c: lang for lang, cs in CATALOG.languages.items() for c in cs}
     scenario = dict(zip(calls["triplet_id"], calls["scenario"], strict=False))
     units: Counter[tuple[str, str]] = Counter()
-    for tid, countries in o.scores[o.scores["triplet_id"].isin(complete)].groupby(
-            "triplet_id")["country"]:
+    for tid, countries in o.scores.groupby("triplet_id")["country"]:
         for country in set(countries):
-            units[(scenario[tid], country)] += 1
-            units[("all", country)] += 1
+            if home.get(country) in read[tid] and len(read[tid]) >= 2:
+                units[(scenario[tid], country)] += 1
+                units[("all", country)] += 1
     md = {(r["scenario"], r["country"]): r for r in o.ep["md"]}
     assert set(md) == {k for k in units if k[1] in LOCAL_COUNTRIES}
     for k, row in md.items():
-        assert row["n"] == units[k] <= len(complete)
+        assert row["n"] == units[k] <= triplets
     in_scenario = Counter(scenario[t] for t in complete)
     in_scenario["all"] = len(complete)
     jsd_cells = {r["scenario"] for r in o.ep["jsd"]}
@@ -583,8 +587,10 @@ def test_one_japanese_probe_gets_a_bad_answer(
     cov = {r["language"]: r["ratio"] for r in o.ep["coverage"]}
     n_complete = triplets if expected == "ok" else triplets - 1
     assert cov == {lang: (n_complete / triplets if lang == "ja" else 1.0) for lang in LANGS}
-    # The chosen triplet drops out of MD entirely: no cell counts more complete triplets.
-    assert o.ep["md"] and max(r["n"] for r in o.ep["md"]) <= n_complete
+    # The chosen triplet drops out of JP's MD (its Japanese answer is lost) and of JSD;
+    # the other countries keep it (every answer used).
+    assert o.ep["md"] and max((r["n"] for r in o.ep["md"] if r["country"] == "JP"),
+                              default=0) <= n_complete
     assert {r["n"] for r in o.ep["jsd"] if r["scenario"] == "all"} == {n_complete}
     bad_scores = o.scores[(o.scores["triplet_id"] == row["triplet_id"])
                           & (o.scores["language"] == "ja")]
