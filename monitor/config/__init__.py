@@ -4,7 +4,7 @@
     detector.py   the drift CUSUM's thresholds and the top-up confirmation
     assistant.py  the team's assistant around the probe; the setup key runs compare in
     target.py     an assistant behind its own HTTP API: the request and the answer's path
-    sinks.py      the alert sinks beside Slack: a JSON webhook, PagerDuty
+    sinks.py      the `alerts` section: Slack, a JSON webhook, PagerDuty
     load.py       the path, the environment overrides, one-line errors, the masked dump
 """
 
@@ -26,7 +26,6 @@ from monitor.config.load import (
 )
 from monitor.config.model import (
     AUTO_BASELINE_RUNS,
-    Alerts,
     BaselineCfg,
     Budget,
     CatalogCfg,
@@ -36,13 +35,12 @@ from monitor.config.model import (
     Sampling,
     Schedule,
     Settings,
-    Slack,
     Storage,
     Thresholds,
     Topup,
     parse_every,
 )
-from monitor.config.sinks import PAGERDUTY_URL, Delivery, PagerDuty, Webhook
+from monitor.config.sinks import PAGERDUTY_URL, Alerts, Delivery, PagerDuty, Slack, Webhook
 from monitor.config.target import (
     HTTP_PLACEHOLDERS,
     PLACEHOLDER_RE,

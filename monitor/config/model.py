@@ -16,13 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitor.config.detector import Thresholds, Topup
-from monitor.config.sinks import PagerDuty, Webhook, check_headers_env
+from monitor.config.sinks import Alerts, check_headers_env
 from monitor.config.target import HttpTarget
 from monitor.errors import ConfigError
 from monitor.vocab import AnswerFormat, Persona, Variant
 
-__all__ = ["AUTO_BASELINE_RUNS", "Endpoint", "Report", "Settings", "Slack", "Thresholds",
-           "Topup", "parse_every"]
+__all__ = ["AUTO_BASELINE_RUNS", "Endpoint", "Report", "Settings", "Thresholds", "Topup",
+           "parse_every"]
 
 _Strict = ConfigDict(extra="forbid", frozen=True)
 _EVERY = re.compile(r"^(\d+)(s|m|h|d)$")
@@ -214,65 +214,6 @@ class BaselineCfg(BaseModel):
     covariate: bool = Field(True, description="Use the baseline's answers to the same "
                                               "triplets as a covariate of a run's MD (CUPED) "
                                               "in the detector, where it pays.")
-
-
-class Slack(BaseModel):
-    model_config = _Strict
-    webhook_url_env: str | None = Field("SLACK_WEBHOOK_URL")
-    bot_token_env: str | None = Field(None)
-    channel: str | None = Field(None)
-
-    def unset(self) -> list[tuple[str, str]]:
-        """(key, variable) of what keeps Slack from sending: an incoming webhook's variable,
-        else a bot token's (with a channel); nothing when either is ready or Slack is off
-        (both names null)."""
-        if self.webhook_url_env and os.environ.get(self.webhook_url_env):
-            return []
-        if self.bot_token_env and self.channel and os.environ.get(self.bot_token_env):
-            return []
-        return ([("alerts.slack.webhook_url_env", self.webhook_url_env)]
-                if self.webhook_url_env else []) + (
-            [("alerts.slack.bot_token_env", self.bot_token_env)] if self.bot_token_env else [])
-
-    @property
-    def used(self) -> bool:
-        return bool(self.webhook_url_env or self.bot_token_env)
-
-
-class Alerts(BaseModel):
-    model_config = _Strict
-    slack: Slack = Field(default_factory=Slack)
-    webhook: Webhook | None = Field(None, description="A generic JSON webhook (url_env, ...).")
-    pagerduty: PagerDuty | None = Field(None, description="PagerDuty Events v2 "
-                                                          "(routing_key_env, ...).")
-    cooldown_minutes: int | None = Field(
-        None, ge=0, le=100_000,
-        description="Deprecated, read nowhere: accepted so old configs load, with a warning "
-                    "(monitor.config.load.deprecations).")
-    min_runs_firing: int = Field(2, ge=1, le=100)
-    page_on_level: bool = Field(
-        False, description="Also page when a cell's level goes beyond +-thresholds.md_points "
-                           "(confirmed over 2 runs) and when it comes back.")
-
-    def ready(self) -> list[str]:
-        """The sinks that can deliver now (their variables set), by their outbox names."""
-        sinks = [("slack", self.slack if self.slack.used else None),
-                 ("webhook", self.webhook), ("pagerduty", self.pagerduty)]
-        return [name for name, cfg in sinks if cfg is not None and not cfg.unset()]
-
-    def unready(self) -> list[str]:
-        """One line per configured sink that cannot deliver, and what to set; one line too
-        when no sink can deliver at all (messages then wait in the outbox)."""
-        lines = [f"{key}: environment variable {var} is not set, so {what} gets no alerts; "
-                 f"export it or remove {section}"
-                 for section, what, cfg in (("alerts.slack", "Slack", self.slack),
-                                            ("alerts.webhook", "the webhook", self.webhook),
-                                            ("alerts.pagerduty", "PagerDuty", self.pagerduty))
-                 if cfg is not None for key, var in cfg.unset()]
-        if not self.ready():
-            lines.append("alerts: no sink can deliver - messages wait in the outbox (`monitor "
-                         "runs` shows them) and go out once a sink is configured")
-        return lines
 
 
 class Metrics(BaseModel):

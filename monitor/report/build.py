@@ -24,16 +24,8 @@ import pandas as pd
 from monitor.catalog import Catalog
 from monitor.report.ports import ReportStore
 from monitor.report.verdict import Headline, headline
-from monitor.stats import (
-    MIN_CELL_N,
-    Usable,
-    deviation_of,
-    jsd_of,
-    md_of,
-    nullable,
-    usable_of,
-    weakness_of,
-)
+from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, nullable, weakness_of
+from monitor.stats.engine import Usable, usable_of
 from monitor.store import AlertEvent, Baseline, RunRow, StatRow
 from monitor.vocab import POOLED, AlertState, CallStatus, StatKind
 from monitor.watch import Scope, rank_movers
