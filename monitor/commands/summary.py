@@ -10,6 +10,7 @@ so it never breaches here.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from monitor.config import Settings
@@ -91,10 +92,7 @@ def json_document(reviews: list[Review], storage: str, catalog_version: str) -> 
                      "js_distance_nat": _f(r.js_distance_nat)} for r in res.jsd],
             "coverage": [{"language": r.language, "ratio": _f(r.ratio), "asked": _i(r.asked),
                           "scored": _i(r.scored)} for r in res.coverage],
-            "usable": {"triplets": res.summary.usable.triplets, "read": res.summary.usable.read,
-                       "complete": res.summary.usable.complete,
-                       "answers_asked": res.summary.usable.answers_asked,
-                       "answers_used": res.summary.usable.answers_used},
+            "usable": asdict(res.summary.usable),
             "evaluation": evaluation_record(review),
         })
     run_id = reviews[0].run.run_id if len(reviews) == 1 else ",".join(

@@ -38,6 +38,7 @@ from monitor.measure.calls import ChatClient
 from monitor.measure.run import ask
 from monitor.measure.sampling import Sampler
 from monitor.review.ports import ReviewStore
+from monitor.stats import nullable
 from monitor.store import RunRow, StatRow
 from monitor.store import owner as owners
 from monitor.vocab import POOLED, RunStatus, Side, StatKind
@@ -93,16 +94,13 @@ def _num(x: object) -> float:
 
 
 def _row(v: topup.Verdict) -> StatRow:
-    def opt(x: float) -> float | None:
-        return x if math.isfinite(x) else None
-
     return StatRow(kind=StatKind.TOPUP, scenario=POOLED, key=v.country, value=v.md,
                    ci_lower=v.ci[0], ci_upper=v.ci[1], n=v.n, p_value=None,
                    extra=json.dumps({"decision": v.word, "side": v.side,
                                      "llr": round(v.llr, 3), "asked": v.asked,
-                                     "run_id": v.run_id, "why": v.why, "did": opt(v.did),
-                                     "did_ci_lower": opt(v.did_ci[0]),
-                                     "did_ci_upper": opt(v.did_ci[1])}))
+                                     "run_id": v.run_id, "why": v.why, "did": nullable(v.did),
+                                     "did_ci_lower": nullable(v.did_ci[0]),
+                                     "did_ci_upper": nullable(v.did_ci[1])}))
 
 
 async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,

@@ -81,7 +81,7 @@ class Usable:
         read = np.asarray(units.answered.any(axis=2))  # (unit, language): the call was read
         used = read[read.sum(axis=1) >= 2]
         return cls(triplets=calls.triplets, read=int(read.shape[0]),
-                   complete=int(units.answered.all(axis=(1, 2)).sum()),
+                   complete=int(units.whole.sum()),
                    answers_asked=sum(a for _, a, _ in calls.coverage),
                    answers_used=int(used.sum()))
 
@@ -116,22 +116,28 @@ def _chunks(run_ids: Sequence[str], by_run: bool) -> list[list[str]]:
     return [ids[i:i + CHUNK_RUNS] for i in range(0, len(ids), CHUNK_RUNS)] or [[]]
 
 
+def _filled(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],
+            local: Sequence[tuple[str, str]], *, by_run: bool = False,
+            variant: str | None = None) -> UnitScores:
+    """The units MD, DiD and the deviations read: every answered cell, the missing ones
+    filled (monitor.stats.missing)."""
+    return fill(store.unit_scores(run_ids, languages, [c for c, _ in local], by_run=by_run,
+                                  variant=variant))
+
+
 def md_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],
           local_countries: LocalCountries, *, by_run: bool = False,
           variant: str | None = None) -> list[MDRow]:
     local = local_pairs(languages, local_countries)
-    countries = [c for c, _ in local]
     return [r for part in _chunks(run_ids, by_run) for r in md_rows(
-        fill(store.unit_scores(part, languages, countries, by_run=by_run, variant=variant)),
-        local)]
+        _filled(store, part, languages, local, by_run=by_run, variant=variant), local)]
 
 
 def base_table_of(store: StatsStore, base_run_ids: Sequence[str], languages: Sequence[str],
                   local_countries: LocalCountries) -> BaseTable:
     """The baseline's runs as a covariate table (monitor.stats.covariate.base_table)."""
     local = local_pairs(languages, local_countries)
-    return base_table(fill(store.unit_scores(sorted(base_run_ids), languages,
-                                             [c for c, _ in local])), local)
+    return base_table(_filled(store, sorted(base_run_ids), languages, local), local)
 
 
 def covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable,
@@ -139,8 +145,7 @@ def covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable,
                  ) -> tuple[dict[str, Adjusted], Persistence]:
     """The pooled cells of `run_ids` (pooled) with the baseline's table as covariate."""
     local = local_pairs(languages, local_countries)
-    run = fill(store.unit_scores(sorted(run_ids), languages, [c for c, _ in local]))
-    return adjust(run, table, local)
+    return adjust(_filled(store, sorted(run_ids), languages, local), table, local)
 
 
 def md_covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable | None,
@@ -149,7 +154,7 @@ def md_covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable 
     """md_of and covariate_of (None without a table) of `run_ids` pooled, from one read
     of their units: a top-up reads its fresh data after every batch."""
     local = local_pairs(languages, local_countries)
-    units = fill(store.unit_scores(sorted(run_ids), languages, [c for c, _ in local]))
+    units = _filled(store, sorted(run_ids), languages, local)
     return md_rows(units, local), None if table is None else adjust(units, table, local)
 
 
@@ -198,8 +203,7 @@ def deviation_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[
                  local_countries: LocalCountries) -> list[DeviationRow]:
     """Each country's score deviation per asked language, runs and scenarios pooled."""
     local = local_pairs(languages, local_countries)
-    return deviation_rows(fill(store.unit_scores(run_ids, languages, [c for c, _ in local])),
-                          local)
+    return deviation_rows(_filled(store, run_ids, languages, local), local)
 
 
 def weakness_of(store: StatsStore, run_ids: Sequence[str],

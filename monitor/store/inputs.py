@@ -87,9 +87,14 @@ class UnitScores:
                        country=self.country[keep], scores=self.scores[keep],
                        triplet=self.triplet[keep], answered=self.answered[keep])
 
+    @property
+    def whole(self) -> np.ndarray:
+        """Per unit: answered in every language for every option (a complete unit)."""
+        return np.asarray(self.answered.all(axis=(1, 2)))
+
     def complete(self) -> UnitScores:
-        """The units answered in every language for every option."""
-        return self.subset(np.asarray(self.answered.all(axis=(1, 2))))
+        """The complete units."""
+        return self.subset(self.whole)
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -178,15 +183,14 @@ class InputStore(Database):
         by_status = {str(s): int(n) for s, n in self._rows(
             "SELECT status, count(*) FROM probe_calls WHERE list_contains(?, run_id) "
             "GROUP BY status", [ids])}
-        cost, models = self._rows(
+        cost, models, triplets = self._rows(
             "SELECT sum(cost_usd), list(DISTINCT model_id ORDER BY model_id) FILTER (WHERE "
-            "model_id IS NOT NULL) FROM probe_calls WHERE list_contains(?, run_id)", [ids])[0]
+            "model_id IS NOT NULL), count(DISTINCT (run_id, triplet_id)) FROM probe_calls "
+            "WHERE list_contains(?, run_id)", [ids])[0]
         asked = {str(lang): (int(a), int(s)) for lang, a, s in self._rows(
             "SELECT language, count(*), count(*) FILTER (WHERE status = ?) FROM probe_calls "
             "WHERE list_contains(?, run_id) GROUP BY language", [CallStatus.OK, ids])}
         coverage = [(lang, *asked.get(lang, (0, 0))) for lang in languages]
-        triplets = self._rows("SELECT count(DISTINCT (run_id, triplet_id)) FROM probe_calls "
-                              "WHERE list_contains(?, run_id)", [ids])[0][0]
         return CallSummary(by_status, None if cost is None else float(cost),
                            [str(m) for m in models or []], coverage, int(triplets or 0))
 
