@@ -170,13 +170,12 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
             total += np.where(step > 0, mu * step + rng.standard_normal(shape) * sd
                               * np.sqrt(np.maximum(step, 1)), 0.0)
             k += step
-            value = topup.llr(k, np.where(k > 0, total / np.maximum(k, 1), 0.0) - md_b,
-                              se_b, nb, side, drift_points)
+            fresh = np.where(k > 0, total / np.maximum(k, 1), 0.0) - md_b
+            value = topup.llr(k, fresh, se_b, nb, side, drift_points)
             d = topup.decide(value, tp.alpha, tp.beta)
             decision = np.where(open_, d, decision)
-            mean = np.where(k > 0, total / np.maximum(k, 1), 0.0)
             open_ &= (d == topup.UNDECIDED) & (k < tp.max_triplets) & topup.reachable(
-                tp.max_triplets, mean - md_b, se_b, nb, side, drift_points, tp.alpha, tp.beta)
+                tp.max_triplets, fresh, se_b, nb, side, drift_points, tp.alpha, tp.beta)
         asked[:, t] = k
         new, s_plus, s_minus, alarm_runs = topup.apply(new, s_plus, s_minus, alarm_runs, hot,
                                                        side, decision, h)
