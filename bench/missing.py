@@ -17,7 +17,6 @@ Writes bench/results/missing.json.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.frames import md_table
 from monitor.catalog import Catalog, load_catalog
 from monitor.measure.sampling import Sampler
-from monitor.measure.simulated import PROFILES
+from monitor.measure.simulated import PROFILES, _unit  # the generator's own hash
 from monitor.vocab import POOLED
 
 DEMO_BIAS = {"CN": 0.9, "KR": 0.6, "JP": 0.4, "FR": 0.3, "DE": 0.0, "US": 0.1, "GB": 0.1,
@@ -45,11 +44,6 @@ LOSS = {"en": 0.05, "ja": 0.10, "zh": 0.15, "fr": 0.08, "de": 0.12, "ko": 0.20, 
         "pt": 0.10, "ar": 0.18, "hi": 0.20, "id": 0.12, "it": 0.06, "tr": 0.15, "ru": 0.14}
 SCENARIOS = ["relocation", "travel", "university"]
 NORMAL = NormalDist()
-
-
-def _unit(*key: object) -> float:
-    h = hashlib.sha256("|".join(map(str, key)).encode()).digest()
-    return int.from_bytes(h[:8], "big") / 2**64
 
 
 def frame(cat: Catalog, languages: list[str], runs: int, triplets: int, seed: int, *,
@@ -74,7 +68,8 @@ def frame(cat: Catalog, languages: list[str], runs: int, triplets: int, seed: in
                 for label, opt in zip("ABC", opts, strict=True):
                     q = 4.5 + 3.0 * _unit("quality", t.scenario, opt.id)
                     local = cat.local_language(opt.country) == lang
-                    u = min(max(_unit("p", t.id, lang, opt.id), 1e-12), 1 - 1e-12)
+                    u = min(max(_unit("persist", t.scenario, "|".join(sorted(t.option_ids)),
+                                      lang, opt.id), 1e-12), 1 - 1e-12)
                     e = persist * NORMAL.inv_cdf(u) + fresh * rng.standard_normal()
                     raw = (q + (DEMO_BIAS.get(opt.country, 0.0) if local else 0.0)
                            + shift.get(lang, 0.0) + call + prof["noise_sd"] * e)
