@@ -150,3 +150,25 @@ def test_an_auto_h_must_be_given_to_replay(db: Path) -> None:
     runs = store.runs("sim")
     with pytest.raises(ValueError, match="cusum_h is auto; pass the h"):
         history(store, "sim", LOCAL, baseline_runs=[runs[0].run_id], jsd=False)
+
+
+def test_the_replay_watches_per_scenario_cells_as_the_daemon_does() -> None:
+    """A shift of 1.5 points in CN, pooled and in its university cell: the pooled cell
+    fires in the replay, the scenario cell stays pending with the watch reason's state
+    (the daemon holds it there; the replay showed it FIRING)."""
+    from monitor.config import Alerts, Thresholds
+    from monitor.stats import MDRow
+    from monitor.watch.history import replay
+
+    def row(scenario: str, md: float, group: str) -> MDRow:
+        return MDRow(scenario=scenario, country="CN", language="zh", md=md, ci_lower=md - 0.3,
+                     ci_upper=md + 0.3, se=0.15, n=40, did=md, did_ci_lower=md - 0.3,
+                     did_ci_upper=md + 0.3, group=group)
+
+    base = [row("all", 0.0, "pooled"), row("university", 0.0, "pooled")]
+    runs = [f"r{i}" for i in range(6)]
+    md = [row(sc, 1.5, r) for r in runs for sc in ("all", "university")]
+    states = replay(md, base, runs, thresholds=Thresholds(), alerts=Alerts(), h=7.0)
+    assert states[("r5", "all", "CN")][0] == "firing"
+    scen = [states[(r, "university", "CN")][0] for r in runs]
+    assert "pending" in scen and "firing" not in scen

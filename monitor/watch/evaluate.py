@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from monitor.config import Settings
@@ -33,27 +33,20 @@ from monitor.watch import topup
 from monitor.watch.baseline import auto_baseline_runs, why_not_compared
 from monitor.watch.drift import (
     CODES,
-    FIRING,
     LEVEL_RUNS,
-    PENDING,
     STATES,
     CellState,
     Observation,
     observe,
     step,
+    watched,
 )
 from monitor.watch.movers import rank_movers
 from monitor.watch.ports import WatchStore
 from monitor.watch.reference import DerivedH, Reference, covariate, detector_h
 from monitor.watch.transition import Transition
 
-__all__ = ["WATCH", "Evaluation", "Suspect", "evaluate", "observed", "suspects"]
-
-#: A per-scenario cell is watched, never FIRING: its runs and its baseline hold a third
-#: of the country's triplets each, and there are three times as many cells, so the
-#: pooled cells' h would page a stable accepted bias there (seen: FIRING on the
-#: dashboard in 20 stable runs). The pooled cell of its country pages.
-WATCH = "watch: a per-scenario cell is not paged; the pooled cell is"
+__all__ = ["Evaluation", "Suspect", "evaluate", "observed", "suspects"]
 
 TOP_MOVERS_SLACK = 3
 
@@ -219,8 +212,7 @@ def evaluate(ctx: Context[WatchStore], run: RunRow, summary: Summary, *,
         new = _step(ctx, prev, obs, h)
         if r.scenario == POOLED and obs is not None and (v := verdicts.get(r.country)):
             new = _after_topup(new, v, settings, h)
-        if r.scenario != POOLED and new.state == FIRING:
-            new = replace(new, state=PENDING, reason=f"{WATCH} ({new.reason})")
+        new = watched(r.scenario, new)
         ev.states[cell] = new
         changed = new.state != prev.state
         ev.cells.append(CellRecord(

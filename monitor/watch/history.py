@@ -15,7 +15,7 @@ from datetime import datetime
 from monitor.config import AUTO_BASELINE_RUNS, Alerts, Thresholds
 from monitor.stats import JSDRow, MDRow, md_jsd_of, md_of
 from monitor.vocab import FINISHED
-from monitor.watch.drift import CellState, observe, step
+from monitor.watch.drift import CellState, observe, step, watched
 from monitor.watch.ports import WatchStore
 
 __all__ = ["History", "history", "replay"]
@@ -56,9 +56,9 @@ def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
         for r in by_run.get(run_id, []):
             key = (r.scenario, r.country)
             obs = observe(r, ref.get(key))
-            new = step(cells.get(key, CellState()), obs, drift_points=t.drift_md_points,
-                       h=h, md_threshold=t.md_points,
-                       min_runs_firing=alerts.min_runs_firing)
+            new = watched(r.scenario, step(
+                cells.get(key, CellState()), obs, drift_points=t.drift_md_points, h=h,
+                md_threshold=t.md_points, min_runs_firing=alerts.min_runs_firing))
             cells[key] = new
             out[(run_id, *key)] = (new.state, None if obs is None else new.z)
     return out
