@@ -274,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="correlation of a triplet's d between two asks, for the detector "
                     "with the baseline as covariate (default: what the endpoint's runs "
                     "measured, else 0)")
+    pl.add_argument("--compare", action="store_true",
+                    help="plan `monitor compare` instead: the calls to decide a change of "
+                    "--delta per country, live and against the stored baseline")
+    pl.add_argument("--max-calls", metavar="N", help="with --compare: the comparison's cap "
+                    "(default 12000)")
     pl.add_argument("--json", action="store_true", help="one JSON document on stdout")
     pl.set_defaults(func=_command("plan", "plan_command"))
     return ap

@@ -230,3 +230,17 @@ def test_usage_errors_say_what_to_do(tmp_path: Path, opts: dict[str, Any], error
     ctx = _ctx(tmp_path, [_sim("prod"), _sim("staging")])
     with pytest.raises(Exception, match=re.escape(error)):
         prepare(ctx, CompareOptions(**{"languages": LANGS, **opts}))
+
+
+def test_the_documented_examples_load() -> None:
+    """docs/compare.md's simulated setups and CI jobs: valid, and they run the gate."""
+    from monitor.yamlfile import load_yaml
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "examples" / "compare"
+    settings, _ = load_settings(root / "monitor.yaml")
+    staging = settings.endpoint("staging")
+    assert staging.params["bias_points"]["FR"] - settings.endpoint("prod").params[
+        "bias_points"] == pytest.approx(0.62)
+    for name in ("github-actions.yml", "gitlab-ci.yml"):
+        text = json.dumps(load_yaml(root / name))
+        assert "monitor compare" in text and "--fail-on-regression" in text

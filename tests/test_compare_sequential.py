@@ -5,18 +5,22 @@ the simulation `monitor plan --compare` and the benchmark run."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from monitor.catalog import Catalog
+from monitor.cli import main
 from monitor.compare import plan as cp
 from monitor.compare import sequential as sq
 from monitor.compare.pairs import Look, aligned, difference, latest
 from monitor.stats import md_rows
 from monitor.store import UnitScores
 from monitor.vocab import POOLED, Change
+from tests.support.helpers import write_config
 
 LOCAL = [("CN", "zh"), ("US", "en")]
 
@@ -97,3 +101,18 @@ def test_the_simulated_test_keeps_its_error_rates(shipped_catalog: Catalog) -> N
                        12, shifted=pop.names.index("FR"))
     assert moved["p_regression"] >= 0.85
     assert cp.paired_sd(1.3, 0.23) == pytest.approx(1.3 * math.sqrt(1.54))
+
+
+def test_plan_compare_gives_the_calls_live_and_against_the_baseline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("monitor.commands.plan_compare.REPS", 100)
+    cfg = write_config(tmp_path, [{"name": "x", "model": "simulated/demo"}])
+    assert main(["plan", "--compare", "--sd", "1.3", "--persistence", "0.23", "--json",
+                 "--config", str(cfg)]) == 0
+    doc = json.loads(capsys.readouterr().out)["compare_plans"][0]
+    assert doc["sd_pair"] == pytest.approx(1.613, abs=0.001) and doc["worst_country"] == "FR"
+    live, stored = doc["live"], doc["against_baseline"]
+    assert (live["calls_per_triplet"], stored["calls_per_triplet"]) == (12, 6)
+    assert stored["no_change"]["calls_mean"] < live["no_change"]["calls_mean"] <= 12000
+    assert live["change"]["p_regression"] > 0.8
