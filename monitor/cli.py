@@ -280,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--max-calls", metavar="N", help="with --compare: the comparison's cap "
                     "(default 12000)")
     pl.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    pl.set_defaults(func=_command("plan", "plan_command"))
+    plans = _command("plan", "plan_command"), _command("plan_compare", "plan_compare")
+    pl.set_defaults(func=lambda args: plans[bool(args.compare)](args))
     return ap
 
 

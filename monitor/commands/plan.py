@@ -141,10 +141,6 @@ def plan_command(args: Any) -> int:
     from monitor.commands.reading import stored
     from monitor.config import load_settings
 
-    if args.compare:  # the calls of `monitor compare`, not the daemon's run size
-        from monitor.commands.plan_compare import plan_compare
-
-        return plan_compare(args)
     settings, source = load_settings(args.config)
     t, s, mrf = settings.thresholds, settings.sampling, settings.alerts.min_runs_firing
     sd_arg = _number(args.sd, "--sd", math.nan) if args.sd is not None else None

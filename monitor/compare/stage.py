@@ -136,8 +136,10 @@ async def _run(ctx: Context[CompareStore], p: Prepared, budgets: Budgets) -> Res
         if k < 1:
             reason = f"--max-calls {c.max_calls} reached"
             break
-        for side in p.sides:
-            k = min(k, budgets.allowances[side.arm].triplets(k, len(langs)))
+        for side in p.sides:  # an endpoint on both sides pays for both
+            share = sum(budgets.allowances[x.arm] is budgets.allowances[side.arm]
+                        for x in p.sides)
+            k = min(k, budgets.allowances[side.arm].triplets(k, len(langs) * share))
         if k < 1:
             reason = ("today's budget is spent (budget.max_probes_per_day / max_usd_per_day)")
             break

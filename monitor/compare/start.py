@@ -36,8 +36,9 @@ __all__ = ["BATCH_TRIPLETS", "DEFAULT_MAX_CALLS", "CompareOptions", "Prepared", 
 
 #: Triplets per batch: the test looks after each.
 BATCH_TRIPLETS = 10
-#: --max-calls by default: about twice a live comparison's 95th percentile of calls at the
-#: realistic profile's noise (docs/benchmarks.md, section 8).
+#: --max-calls by default: 1.5 times a live comparison's 95th percentile of calls at the
+#: realistic profile's noise, where under 0.2% of comparisons reach it (docs/benchmarks.md,
+#: section 8).
 DEFAULT_MAX_CALLS = 12000
 
 
