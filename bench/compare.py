@@ -162,7 +162,7 @@ def sim_part(cat: Catalog, reps: int) -> dict[str, Any]:
     return out
 
 
-def drift_part(cat: Catalog, sd: float, reps: int) -> dict[str, Any]:
+def _drift(cat: Catalog, sd: float, reps: int, tp: Any) -> dict[str, Any]:
     s = Settings(endpoints=[{"name": "x", "model": "simulated/realistic"}])
     cells = cell_shares(cat, SCENARIOS, LANGS)
     n = np.array(cell_sizes(40, cells))
@@ -170,7 +170,7 @@ def drift_part(cat: Catalog, sd: float, reps: int) -> dict[str, Any]:
     shift = np.zeros(len(n))
     shift[fr] = 0.5
     runs = 30
-    kw: dict[str, Any] = {"h": CUSUM_H, "tp": s.topup, "base_triplets": n * 1919 / 40,
+    kw: dict[str, Any] = {"h": CUSUM_H, "tp": tp, "base_triplets": n * 1919 / 40,
                           "drift_points": 0.5, "min_runs_firing": s.alerts.min_runs_firing,
                           "runs": runs, "reps": reps}
     moved = simulate_topup(n, sd, shift=shift, **kw)
@@ -182,14 +182,27 @@ def drift_part(cat: Catalog, sd: float, reps: int) -> dict[str, Any]:
     within = [float(moved.fired[:, :k, fr].any(axis=1).mean()) for k in range(1, runs + 1)]
     n90 = next((k + 1 for k, p in enumerate(within) if p >= 0.9), None)
     false = null.fired.any(axis=2)  # any cell paged, per (rep, run)
-    out = {"sd_d": sd, "run_triplets": 40, "baseline_triplets": 1919,
-           "baseline_calls": 1919 * len(LANGS), "p_paged_within_runs": within[:12],
-           "runs_to_p90": n90,
-           "calls_to_page_mean": round(float(upto[paged].mean()), 1),
-           "calls_to_page_p95": int(np.percentile(upto[paged], 95)),
-           "p_paged_in_30_runs": round(float(paged.mean()), 4),
-           "p_false_page_within_runs_to_p90": round(float(false[:, :n90].any(axis=1).mean()), 4)
-           if n90 else None}
+    calls90 = np.cumsum(calls, axis=1)[:, n90 - 1] if n90 else None
+    return {"topup_alpha": tp.alpha, "topup_beta": tp.beta, "p_paged_within_runs": within[:12],
+            "runs_to_p90": n90,
+            "calls_to_page_mean": round(float(upto[paged].mean()), 1),
+            "calls_to_page_p95": int(np.percentile(upto[paged], 95)),
+            "calls_in_runs_to_p90_mean": None if calls90 is None
+            else round(float(calls90.mean()), 1),
+            "p_paged_in_30_runs": round(float(paged.mean()), 4),
+            "p_false_page_within_runs_to_p90": round(float(false[:, :n90].any(axis=1).mean()), 4)
+            if n90 else None}
+
+
+def drift_part(cat: Catalog, sd: float, reps: int) -> dict[str, Any]:
+    """The product's defaults, and the top-up at the gate's error rates (alpha / 9 per
+    country, beta 0.05): the drift path asked for the same decision."""
+    tp = Settings(endpoints=[{"name": "x", "model": "simulated/realistic"}]).topup
+    out: dict[str, Any] = {"sd_d": sd, "run_triplets": 40, "baseline_triplets": 1919,
+                           "baseline_calls": 1919 * len(LANGS),
+                           "defaults": _drift(cat, sd, reps, tp),
+                           "gate_error_rates": _drift(cat, sd, reps, tp.model_copy(
+                               update={"alpha": sq.ALPHA / 9, "beta": sq.BETA}))}
     print("drift path", out, flush=True)
     return out
 
@@ -197,7 +210,7 @@ def drift_part(cat: Catalog, sd: float, reps: int) -> dict[str, Any]:
 async def _one(tmp: Path, cat: Catalog, r: int, shifted: bool) -> dict[str, Any]:
     bias = {c: BIAS for c in ["US", "GB", "CA", "AU", "JP", "CN", "FR", "DE", "KR"]}
     cand = {**bias, WORST: BIAS + RAISE} if shifted else bias
-    eps = [{"name": name, "model": "simulated/realistic", "rpm": 1000000,
+    eps = [{"name": name, "model": "simulated/realistic", "rpm": 100000,
             "max_concurrency": 64, "params": {"seed": 1000 * r + k, "bias_points": b}}
            for k, (name, b) in enumerate((("prod", bias), ("staging", cand)))]
     cfg = tmp / f"m{r}{shifted}.yaml"

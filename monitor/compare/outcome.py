@@ -26,6 +26,7 @@ from monitor.context import Context
 from monitor.stats import (
     CoverageRow,
     DeviationRow,
+    MDRow,
     deviation_rows,
     jsd_rows,
     local_pairs,
@@ -131,23 +132,23 @@ def summarise(ctx: Context[CompareStore], c: Comparison, runs: Sequence[RunRow],
     base, cand = pairs
     diff = difference(base, cand)
 
-    def pooled(units: UnitScores) -> dict[str, object]:
+    def pooled(units: UnitScores) -> dict[str, MDRow]:
         return {r.country: r for r in md_rows(units, local) if r.scenario == POOLED}
 
     d_rows, b_rows, c_rows = pooled(diff), pooled(base), pooled(cand)
+    nan = math.nan
+    none = MDRow(scenario=POOLED, country="", language="", md=nan, ci_lower=nan, ci_upper=nan,
+                 se=nan, n=0, did=nan, did_ci_lower=nan, did_ci_upper=nan)
     countries = []
     for country, lang in local:
         if country not in tests:
             continue
-        d, b, k = d_rows.get(country), b_rows.get(country), c_rows.get(country)
-        nan = math.nan
+        d = d_rows.get(country, none)
         countries.append(CountryResult(
-            country=country, language=lang, test=tests[country],
-            diff=getattr(d, "md", nan), ci_lower=getattr(d, "ci_lower", nan),
-            ci_upper=getattr(d, "ci_upper", nan), n=int(getattr(d, "n", 0)),
-            baseline_md=getattr(b, "md", nan), candidate_md=getattr(k, "md", nan),
-            did=getattr(d, "did", nan), did_ci_lower=getattr(d, "did_ci_lower", nan),
-            did_ci_upper=getattr(d, "did_ci_upper", nan)))
+            country=country, language=lang, test=tests[country], diff=d.md,
+            ci_lower=d.ci_lower, ci_upper=d.ci_upper, n=d.n,
+            baseline_md=b_rows.get(country, none).md, candidate_md=c_rows.get(country, none).md,
+            did=d.did, did_ci_lower=d.did_ci_lower, did_ci_upper=d.did_ci_upper))
     seeds = {"pooled": c.seed}
     jsd = [JSDChange(language=s.language, baseline_bits=s.base_bits,
                      candidate_bits=s.cycle_bits, diff_bits=s.change_bits,

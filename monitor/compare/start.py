@@ -115,8 +115,12 @@ def prepare(ctx: Context[CompareStore], opts: CompareOptions) -> Prepared:
                              "live with --baseline ENDPOINT, or set a new baseline")
         refs = sorted(base.run_ids)
         runs = [r for r in (ctx.store.get_run(x) for x in refs) if r is not None]
-        have = set.intersection(*(set(r.languages) for r in runs)) if runs else set()
-        langs = opts.languages or [x for x in runs[0].languages if x in have] if runs else []
+        if not runs:
+            raise UsageError(f"--against-baseline: the baseline runs of {prod} "
+                             f"({', '.join(refs)}) are not in {ctx.store.path}; set a new "
+                             "baseline, or compare live with --baseline ENDPOINT")
+        have = set.intersection(*(set(r.languages) for r in runs))
+        langs = opts.languages or [x for x in runs[0].languages if x in have]
         if missing := [x for x in langs if x not in have]:
             raise UsageError(f"--languages: the baseline of {prod} was not asked in "
                              f"{', '.join(missing)}; choose among {', '.join(sorted(have))}")
