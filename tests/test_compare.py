@@ -162,6 +162,14 @@ def test_an_interrupted_comparison_resumes_to_the_same_verdicts(tmp_path: Path) 
         asyncio.run(stopped())
     c = ctx.store.get_comparison(p.comparison.compare_id)
     assert c is not None and c.status == RunStatus.INTERRUPTED
+    # the rule recovery resumes runs by (monitor.watch.scope): not with another setup
+    eps2 = [eps[0], {**eps[1], "system_prompt": "You are a brief assistant."}]
+    (tmp_path / "c").mkdir()
+    changed = Context(load_settings(write_config(tmp_path / "c", eps2))[0], ctx.catalog,
+                      ctx.store)
+    with pytest.raises(UsageError, match=r"endpoint staging: assistant setup changed .* since "
+                                         r"it started; start a new comparison"):
+        prepare(changed, CompareOptions(candidate="", resume=c.compare_id))
     again = prepare(ctx, CompareOptions(candidate="", resume=c.compare_id))
     res = asyncio.run(run_comparison(ctx, again, _budgets(ctx, again)))
     assert _verdicts(res) == _verdicts(whole) and _verdicts(res)["FR"] == Change.REGRESSION
@@ -192,6 +200,11 @@ def test_against_the_stored_baseline_the_candidate_is_asked_its_triplets(
     base = {(c.triplet_id, c.variant, c.option_order) for c in ctx.store.asked_specs(
         [run.run_id])}
     assert asked <= base and len(asked) == res.triplets
+    # the one comparability rule (monitor.watch.scope): a language the baseline lacks
+    with pytest.raises(UsageError, match=r"stored baseline of prod: .*not asked in de; "
+                                         r"choose --languages among en,fr,zh"):
+        prepare(ctx, CompareOptions(candidate="staging", baseline="prod",
+                                    against_baseline=True, languages=[*LANGS, "de"]))
 
 
 def test_missing_answers_leave_their_triplets_out_of_the_pairs(tmp_path: Path) -> None:

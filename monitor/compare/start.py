@@ -30,6 +30,7 @@ from monitor.stats import local_pairs
 from monitor.store import Comparison, RunRow, UnitScores
 from monitor.store import owner as owners
 from monitor.vocab import Arm, CompareMode, RunStatus
+from monitor.watch.scope import Scope
 
 __all__ = ["BATCH_TRIPLETS", "DEFAULT_MAX_CALLS", "CompareOptions", "Prepared", "Side",
            "order_of", "prepare"]
@@ -108,24 +109,32 @@ def prepare(ctx: Context[CompareStore], opts: CompareOptions) -> Prepared:
             raise UsageError(f"--against-baseline: endpoint {prod} has no stored baseline in "
                              f"{ctx.store.path}; set one (`monitor baseline set` or `monitor "
                              "baseline calibrate`), or compare live with --baseline ENDPOINT")
-        if base.catalog_version != ctx.catalog.version:
-            raise UsageError(f"--against-baseline: the baseline of {prod} was asked with "
-                             f"catalog {base.catalog_version}, the catalog is now "
-                             f"{ctx.catalog.version} (other triplets or prompts); compare "
-                             "live with --baseline ENDPOINT, or set a new baseline")
         refs = sorted(base.run_ids)
         runs = [r for r in (ctx.store.get_run(x) for x in refs) if r is not None]
         if not runs:
             raise UsageError(f"--against-baseline: the baseline runs of {prod} "
                              f"({', '.join(refs)}) are not in {ctx.store.path}; set a new "
                              "baseline, or compare live with --baseline ENDPOINT")
-        have = set.intersection(*(set(r.languages) for r in runs))
+        stored = Scope.of_baseline(base, runs)
+        have = stored.languages or frozenset()
         langs = opts.languages or [x for x in runs[0].languages if x in have]
-        if missing := [x for x in langs if x not in have]:
-            raise UsageError(f"--languages: the baseline of {prod} was not asked in "
-                             f"{', '.join(missing)}; choose among {', '.join(sorted(have))}")
-        scens = opts.scenarios or sorted({s for r in runs for s in r.scenarios})
-        variants = sorted({v for r in runs for v in r.variants})
+        # The one comparability rule (monitor.watch.scope): the same catalogue, the
+        # languages asked. Not the model or the setup: they are the change under test; not
+        # the scenarios or variants: the candidate is asked the baseline's own triplets.
+        asked = Scope(catalog_version=ctx.catalog.version, setup=stored.setup,
+                      languages=frozenset(langs))
+        if (why := asked.refuses(stored)) is not None:
+            fix = ("" if why.changed
+                   else f"choose --languages among {','.join(sorted(have))}, ")
+            raise UsageError(f"--against-baseline: the stored baseline of {prod}: "
+                             f"{why.text.split(';')[0]}; {fix}set a new baseline, or compare "
+                             "live with --baseline ENDPOINT")
+        scens = opts.scenarios or sorted(stored.scenarios or ())
+        if extra := sorted(set(scens) - set(stored.scenarios or ())):
+            raise UsageError(f"--scenarios: the baseline of {prod} was not asked in "
+                             f"{', '.join(extra)}; choose among "
+                             f"{', '.join(sorted(stored.scenarios or ()))}")
+        variants = sorted(stored.variants or ())
         mode, base_name = CompareMode.STORED, prod
     else:
         if not opts.baseline:
@@ -219,19 +228,17 @@ def _resume(ctx: Context[CompareStore], cid: str) -> Prepared:
         run = store.get_run(run_id) if run_id else None
         if run is None:
             continue
-        if run.catalog_version != ctx.catalog.version:
-            raise UsageError(f"--resume {cid}: it was asked with catalog version "
-                             f"{run.catalog_version}, the catalog is now {ctx.catalog.version}; "
-                             "start a new comparison")
         if c.status == RunStatus.RUNNING and owners.alive(run.owner, run.heartbeat_at):
             raise UsageError(f"--resume {cid}: the comparison is still running in "
                              f"{owners.describe(run.owner)}; wait for it or stop that process")
         ep = ctx.settings.endpoint(run.endpoint)
         setup = setup_for(ep, run.languages, list(ctx.catalog.languages))
-        if setup.key != run.setup:
-            raise UsageError(f"--resume {cid}: endpoint {ep.name} was asked with assistant "
-                             f"setup {run.setup}, the configuration now gives {setup.key}; "
-                             "start a new comparison")
+        # what recovery asks of a run it resumes (monitor.daemon.recovery): the catalogue
+        # and the assistant setup the configuration gives now
+        now = Scope(catalog_version=ctx.catalog.version, setup=setup.key)
+        if (why := now.refuses(Scope.of(run))) is not None:
+            raise UsageError(f"--resume {cid}: endpoint {ep.name}: {why.text.split(';')[0]} "
+                             "since it started; start a new comparison")
         sides.append(Side(arm=arm, endpoint=ep, run=run, setup=setup))
     store.claim_comparison(cid, [s.run.run_id for s in sides], owners.token())
     cand = sides[-1]
