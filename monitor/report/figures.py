@@ -137,7 +137,12 @@ def forest(path: Path, rows: Sequence[Estimate], *, title: str, xlabel: str,
     if reference:
         handles.append(Line2D([], [], color="#4a7ab5", marker="o", label=reference_label))
     _finish(ax, title, xlabel, "", legend=False)
-    ax.legend(handles=handles, fontsize=7, loc="best")
+    if vlines:  # under the axes: inside, it hid a margin's line and label
+        ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=len(handles),
+                  bbox_to_anchor=(0.5, -0.5 / (0.9 + 0.42 * max(1, len(rows)))),
+                  frameon=False)
+    else:
+        ax.legend(handles=handles, fontsize=7, loc="best")
     return _save(fig, path)
 
 
