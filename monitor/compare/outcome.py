@@ -7,7 +7,7 @@ what the comparison printed; the verdicts are stored with the candidate's run
 
 The interval of a difference is the plain 95% t-interval of the pairs at the stop,
 shown beside the sequential test's verdict: it is not widened for the stopping rule
-(its coverage when the test stops is measured in docs/benchmarks.md, section 8).
+(its coverage when the test stops is measured in docs/benchmarks.md, section 9).
 JSD is not a mean of per-triplet terms, so it is not tested sequentially: each side's
 excess JSD on the pairs, the change with the MOVER interval of the per-cycle shape
 check (monitor.watch.shape), flagged beyond +-thresholds.jsd_excess_bits. Informative.

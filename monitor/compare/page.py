@@ -17,7 +17,7 @@ from monitor.report import html_parts as hp
 from monitor.report.figures import Estimate, forest, heatmap
 from monitor.stats import MIN_CELL_N
 from monitor.vocab import Change, Outcome
-from monitor.watch.transition import did_verdict
+from monitor.watch.transition import did_reading
 
 __all__ = ["write_page"]
 
@@ -68,13 +68,14 @@ def _countries(res: Result) -> str:
     rows = []
     for r in res.countries:
         sig = "sig" if r.test.change == Change.REGRESSION else ""
+        reading = did_reading(r.diff, r.did, (r.did_ci_lower, r.did_ci_upper))
         rows.append(f"<tr data-country='{hp.esc(r.country)}' data-verdict='{r.test.change}'>"
                     f"<td class='l'>{hp.esc(r.country)} ({hp.esc(r.language)})</td>"
                     f"<td class='l {sig}'>{hp.esc(r.test.change)}</td>"
                     + hp.cell(r.diff, r.ci_lower, r.ci_upper, r.n, signed_test=False)
                     + f"<td>{r.baseline_md:+.2f}</td><td>{r.candidate_md:+.2f}</td>"
                     + hp.cell(r.did, r.did_ci_lower, r.did_ci_upper, r.n, signed_test=False)
-                    + f"<td class='l'>{did_verdict(r.did, r.did_ci_lower, r.did_ci_upper)}</td>"
+                    + f"<td class='l'>{reading}</td>"
                     f"<td>{r.test.calls}</td></tr>")
     return f"<table class='countries'>{head}{''.join(rows)}</table>"
 

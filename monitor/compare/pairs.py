@@ -1,8 +1,9 @@
 """A comparison's pairs: the triplets both sides answered, and their differences.
 
-A unit is a triplet answered with all three scores in every asked language
-(monitor.store.inputs): the complete-unit rule of every statistic, applied to each
-side. A pair is a triplet that is a unit on both sides, asked in the same variant
+A pair is a triplet answered with all three scores in every asked language on both
+sides (UnitScores.complete(); a run's own statistics use every answered cell,
+monitor.stats.missing, but a paired difference is taken of whole triplets), asked
+in the same variant
 and option order (a live comparison asks both endpoints the same specs; against a
 stored baseline the candidate is asked as the baseline was), so that label j is the
 same option on both sides. A triplet one side failed, refused or could not be read
@@ -35,7 +36,7 @@ def subset(units: UnitScores, keep: np.ndarray) -> UnitScores:
     """The units where `keep` (a mask or indices), in that order."""
     return replace(units, group=units.group[keep], scenario=units.scenario[keep],
                    country=units.country[keep], scores=units.scores[keep],
-                   triplet=units.triplet[keep])
+                   triplet=units.triplet[keep], answered=units.answered[keep])
 
 
 def latest(units: UnitScores) -> UnitScores:
@@ -49,9 +50,10 @@ def latest(units: UnitScores) -> UnitScores:
 
 
 def aligned(base: UnitScores, cand: UnitScores) -> tuple[UnitScores, UnitScores]:
-    """Both sides on the pairs only, in the candidate's order. A triplet whose options
-    stand in other places on the two sides (which a comparison never asks) is left out."""
-    base = latest(base)
+    """Both sides on the pairs only, in the candidate's order: the units answered in every
+    language on both sides. A triplet whose options stand in other places on the two
+    sides (which a comparison never asks) is left out."""
+    base, cand = latest(base.complete()), cand.complete()
     where = {int(k): i for i, k in enumerate(base.triplet.tolist())}
     ci = [i for i, k in enumerate(cand.triplet.tolist()) if int(k) in where]
     bi = [where[int(cand.triplet[i])] for i in ci]
@@ -68,7 +70,8 @@ def aligned(base: UnitScores, cand: UnitScores) -> tuple[UnitScores, UnitScores]
 
 def difference(base: UnitScores, cand: UnitScores) -> UnitScores:
     """The aligned pairs as units of the candidate's scores minus the baseline's."""
-    return replace(cand, scores=cand.scores - base.scores)
+    return replace(cand, scores=cand.scores - base.scores,
+                   answered=cand.answered & base.answered)
 
 
 def restrict(pairs: tuple[UnitScores, UnitScores], keys: set[int]

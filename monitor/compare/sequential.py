@@ -23,7 +23,7 @@ improvement once down shows its shift, no change once both show none (equivalenc
 the data favour 0 over +-m), and inconclusive if the cap comes first. Looks come
 after each batch, and none decides before MIN_PAIRS pairs.
 
-Error control, as designed (measured in docs/benchmarks.md, section 8): a false
+Error control, as designed (measured in docs/benchmarks.md, section 9): a false
 regression in any country of a comparison with no change at most about alpha
 (Bonferroni holds whatever the dependence between countries, which share triplets;
 Wald's bound with looks only at batch ends is conservative); no change declared
@@ -50,7 +50,7 @@ __all__ = ["ALPHA", "BETA", "CHANGE", "IMPROVEMENT", "MIN_PAIRS", "NONE", "NO_CH
 ALPHA = 0.05
 #: Missing a margin-sized change, and calling "no change" when there was one: per country.
 #: 0.05, not 0.10: at 0.10 a 0.5-point regression in the slowest country was flagged in
-#: 0.916 of comparisons, too near the 0.9 asked (docs/benchmarks.md section 8).
+#: 0.916 of comparisons, too near the 0.9 asked (docs/benchmarks.md section 9).
 BETA = 0.05
 #: Pairs a country needs before its first decision.
 MIN_PAIRS = 10

@@ -39,7 +39,7 @@ __all__ = ["BATCH_TRIPLETS", "DEFAULT_MAX_CALLS", "CompareOptions", "Prepared", 
 BATCH_TRIPLETS = 10
 #: --max-calls by default: 1.5 times a live comparison's 95th percentile of calls at the
 #: realistic profile's noise, where under 0.2% of comparisons reach it (docs/benchmarks.md,
-#: section 8).
+#: section 9).
 DEFAULT_MAX_CALLS = 12000
 
 
@@ -199,7 +199,7 @@ def order_of(ctx: Context[CompareStore], c: Comparison, run: RunRow
         return [sampler.spec_at(g) for g in range(sampler.population)], None
     local = local_pairs(run.languages, ctx.catalog.languages)
     units = latest(ctx.store.unit_scores(c.reference_run_ids, run.languages,
-                                         [x for x, _ in local], by_run=True))
+                                         [x for x, _ in local], by_run=True).complete())
     specs = {(a.run_id, a.key): a for a in ctx.store.asked_specs(c.reference_run_ids)}
     triplets: dict[str, Triplet] = {t.id: t for s in run.scenarios
                                     for t in ctx.catalog.scenarios[s].triplets()}

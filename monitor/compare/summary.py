@@ -11,7 +11,7 @@ from typing import Any
 from monitor.compare.outcome import CountryResult, Result
 from monitor.stats import nullable
 from monitor.vocab import Arm, Change, Outcome
-from monitor.watch.transition import did_verdict
+from monitor.watch.transition import did_reading
 
 __all__ = ["json_document", "markdown", "text"]
 
@@ -32,7 +32,7 @@ def _v(x: float) -> str:
 
 
 def _did(r: CountryResult) -> str:
-    return did_verdict(r.did, r.did_ci_lower, r.did_ci_upper)
+    return did_reading(r.diff, r.did, (r.did_ci_lower, r.did_ci_upper))
 
 
 def json_document(res: Result, storage: str, catalog_version: str, exit_code: int
