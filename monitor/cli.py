@@ -2,9 +2,10 @@
 
 Heavy libraries (litellm, duckdb, pandas, scipy) are imported inside the
 command functions only, so `monitor --help` stays fast.
-Exit codes (docs/contract.md): 0 ok; 1 breach with --fail-on-breach; 2 usage
-or configuration error; 3 the run produced no results; 4 the storage could
-not be written; 130 / 143 interrupted by Ctrl-C / SIGTERM.
+Exit codes (docs/contract.md): 0 ok; 1 breach with --fail-on-breach (a
+regression with `compare --fail-on-regression`); 2 usage or configuration
+error; 3 the run produced no results; 4 the storage could not be written;
+5 `compare`: a country inconclusive; 130 / 143 interrupted by Ctrl-C / SIGTERM.
 """
 
 from __future__ import annotations
@@ -141,6 +142,42 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--resume", metavar="RUN_ID", help="complete an interrupted run")
     pr.set_defaults(func=_command("probe", "probe_command"))
 
+    cm = sub.add_parser(
+        "compare", help="a candidate against production: paired, sequential, a CI gate",
+        description="Ask the candidate and the baseline (production) endpoint the same "
+        "triplets, languages, variants and option orders, in batches, and test the paired "
+        "per-triplet differences of MD per country until each is a regression, an "
+        "improvement or no change beyond --margin, or --max-calls is reached "
+        "(docs/statistics.md, 'Comparing two setups'). Exit 0 no regression shown, 1 a "
+        "regression with --fail-on-regression, 5 a country inconclusive.")
+    cm.add_argument("--config", type=Path, default=None, metavar="PATH")
+    cm.add_argument("--baseline", metavar="ENDPOINT",
+                    help="production: asked beside the candidate (with --against-baseline: "
+                    "whose stored baseline is used, never called)")
+    cm.add_argument("--candidate", metavar="ENDPOINT", help="the change under test")
+    cm.add_argument("--against-baseline", action="store_true",
+                    help="pair the candidate with the stored baseline's own answers, "
+                    "re-asking its triplets (of --baseline, else of the candidate's endpoint)")
+    cm.add_argument("--languages", type=_csv, metavar="en,zh,...")
+    cm.add_argument("--scenarios", type=_csv, metavar="university,...")
+    cm.add_argument("--margin", type=float, metavar="X", help="the MD change in points that "
+                    "counts (default thresholds.drift_md_points)")
+    cm.add_argument("--max-calls", type=int, metavar="N",
+                    help="stop asking at N calls, both sides together (default 12000)")
+    cm.add_argument("--seed", type=_seed, metavar="N", help="order of the triplets "
+                    "(default sampling.seed)")
+    cm.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    cm.add_argument("--fail-on-regression", action="store_true",
+                    help="exit 1 when a country is a regression")
+    cm.add_argument("--out", metavar="DIR", help="write the report page (index.html, "
+                    "figures), summary.md (a pull-request comment) and compare.json there")
+    cwhich = cm.add_mutually_exclusive_group()
+    cwhich.add_argument("--resume", metavar="COMPARE_ID", help="go on with an interrupted "
+                        "comparison")
+    cwhich.add_argument("--show", metavar="COMPARE_ID", help="print a finished comparison "
+                        "again (read-only)")
+    cm.set_defaults(func=_command("compare", "compare_command"))
+
     rn = sub.add_parser("run", help="the daemon: scheduled runs, drift, metrics, Slack alerts")
     rn.add_argument("--config", type=Path, default=None, metavar="PATH")
     rn.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -237,8 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="correlation of a triplet's d between two asks, for the detector "
                     "with the baseline as covariate (default: what the endpoint's runs "
                     "measured, else 0)")
+    pl.add_argument("--compare", action="store_true",
+                    help="plan `monitor compare` instead: the calls to decide a change of "
+                    "--delta per country, live and against the stored baseline")
+    pl.add_argument("--max-calls", metavar="N", help="with --compare: the comparison's cap "
+                    "(default 12000)")
     pl.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    pl.set_defaults(func=_command("plan", "plan_command"))
+    plans = _command("plan", "plan_command"), _command("plan_compare", "plan_compare")
+    pl.set_defaults(func=lambda args: plans[bool(args.compare)](args))
     return ap
 
 

@@ -13,7 +13,9 @@
 
 Messages are one line, name the file / key / value and say how to fix it,
 and never contain a secret. Exit codes 130 (SIGINT) and 143 (SIGTERM) are
-an interrupted `probe --once`: what was stored stays, and it can be resumed.
+an interrupted `probe --once` (or `compare`): what was stored stays, and it can
+be resumed. Exit 1 is a gate that failed as asked (`--fail-on-breach`,
+`--fail-on-regression`); exit 5 a comparison that left a country undecided.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from enum import StrEnum
 
 __all__ = [
     "EXIT_BREACH",
+    "EXIT_INCONCLUSIVE",
     "EXIT_INTERRUPTED",
     "EXIT_NO_RESULTS",
     "EXIT_OK",
@@ -45,6 +48,7 @@ EXIT_BREACH = 1
 EXIT_USAGE = 2
 EXIT_NO_RESULTS = 3
 EXIT_STORAGE = 4
+EXIT_INCONCLUSIVE = 5  # `monitor compare`: no regression shown, a country not decided
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "WEAKNESS_KIND",
-           "AlertState", "AnswerFormat", "CallStatus", "Condition", "LevelState", "Persona",
-           "RunStatus", "Side", "StatKind", "Variant"]
+           "AlertState", "AnswerFormat", "Arm", "CallStatus", "Change", "CompareMode",
+           "Condition", "LevelState", "Outcome", "Persona", "RunStatus", "Side", "StatKind",
+           "Variant"]
 
 
 class CallStatus(StrEnum):
@@ -32,6 +33,7 @@ class RunStatus(StrEnum):
     FAILED = "failed"  # no statistics: nothing could be scored, or closed unresumed
     INTERRUPTED = "interrupted"  # resumable
     TOPUP = "topup"  # a run's top-up confirmation (monitor.review.topup): never a run of its own
+    COMPARE = "compare"  # one side of `monitor compare`: never a run's statistics or a baseline
 
 
 #: Runs with statistics: what reports, baselines and gauges read.
@@ -107,6 +109,8 @@ class StatKind(StrEnum):
     JSD_SHIFT = "jsd_shift"  # per language, once per rotation cycle: against the baseline's
     TOPUP = "topup"  # per country: a top-up's verdict
     REVIEW = "review"  # one per reviewed run: whether it was compared, and why not
+    COMPARE = "compare"  # per country: a comparison's paired difference and its verdict
+    COMPARE_JSD = "compare_jsd"  # per language: a comparison's change of excess JSD
 
 
 #: The weakness share's two kinds, by locality (monitor.stats.LOCALITIES).
@@ -131,3 +135,34 @@ class Side(StrEnum):
     def of(cls, sign: float) -> Side:
         """+1 (or any positive number) is up, else down."""
         return cls.UP if sign > 0 else cls.DOWN
+
+
+class Arm(StrEnum):
+    """The two sides of `monitor compare` (monitor.compare)."""
+
+    BASELINE = "baseline"  # production: asked now, or its stored baseline's answers
+    CANDIDATE = "candidate"  # the change under test
+
+
+class CompareMode(StrEnum):
+    """What the candidate of `monitor compare` is paired with."""
+
+    LIVE = "live"  # both endpoints asked the same triplets now
+    STORED = "stored"  # the stored baseline's own answers (--against-baseline)
+
+
+class Change(StrEnum):
+    """A country's answer in `monitor compare`: the candidate's MD against the baseline's."""
+
+    REGRESSION = "regression"  # higher: a shift of the margin shown, not 0
+    IMPROVEMENT = "improvement"  # lower: a shift of the margin shown, not 0
+    NO_CHANGE = "no_change"  # neither shift: equivalence within +-margin shown
+    INCONCLUSIVE = "inconclusive"  # not decided at the cap (--max-calls, budget, catalogue)
+
+
+class Outcome(StrEnum):
+    """What a comparison found over all its countries (the gate's answer, its exit code)."""
+
+    REGRESSION = "regression"  # some country is a regression
+    INCONCLUSIVE = "inconclusive"  # none is, but some country was not decided
+    NO_REGRESSION = "no_regression"  # every country decided, none a regression

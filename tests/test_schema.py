@@ -126,6 +126,14 @@ def test_old_database_migrates_to_the_current_schema(version: int, tmp_path: Pat
         assert store.outbox_pending("ep", "pagerduty") == []
     else:
         assert store.outbox_pending("ep") == []
+    # v9: comparisons link a candidate's run to what it was compared with
+    cmp = store.get_comparison("cmp-1")
+    if version >= 9:
+        assert cmp is not None
+        assert (cmp.baseline_run_id, cmp.candidate_run_id, cmp.outcome) == (
+            "cmp-1-baseline", "cmp-1-candidate", "regression")
+    else:
+        assert cmp is None
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if 3 <= v < 7])

@@ -7,6 +7,8 @@ print, return the exit code. monitor.cli imports a verb's module only when it ru
     baseline.py   `monitor baseline set | show`
     calibrate.py  `monitor baseline calibrate`
     plan.py       `monitor plan`
+    plan_compare.py  `monitor plan --compare`: the calls a comparison needs
+    compare.py    `monitor compare`: a candidate against production (monitor.compare)
     report.py     `monitor report`
     export.py     `monitor export --parquet`
     config.py     `monitor config check`

@@ -109,9 +109,12 @@ def _estimate(ax: Axes, e: Estimate, y: float, *, color: str | None = None) -> N
 
 def forest(path: Path, rows: Sequence[Estimate], *, title: str, xlabel: str,
            reference: Mapping[str, Estimate] | None = None,
-           reference_label: str = "baseline") -> Path:
+           reference_label: str = "baseline", legend: Mapping[str, str] | None = None,
+           vlines: Mapping[str, float] | None = None) -> Path:
     """One row per estimate, top to bottom, with its CI; `reference` (by label) is drawn
-    just below its row in blue (e.g. the baseline). A line at 0."""
+    just below its row in blue (e.g. the baseline). A line at 0; `vlines` labelled
+    dashed lines (e.g. a margin); `legend`: what each mark means, when not the report's
+    significant / CI includes 0 / too few triplets."""
     fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.42 * max(1, len(rows))))
     for i, e in enumerate(rows):
         _estimate(ax, e, -i)
@@ -119,17 +122,27 @@ def forest(path: Path, rows: Sequence[Estimate], *, title: str, xlabel: str,
         if ref is not None:
             _estimate(ax, ref, -i - 0.3, color="#4a7ab5")
     ax.axvline(0, color="black", linewidth=0.6)
+    for label, x in (vlines or {}).items():
+        ax.axvline(x, color="grey", linestyle="--", linewidth=0.8)
+        ax.annotate(label, (x, 0.99), xycoords=("data", "axes fraction"), fontsize=7,
+                    color="grey", ha="center", va="top")
     ax.set_yticks([-i for i in range(len(rows))])
     ax.set_yticklabels([e.label for e in rows], fontsize=8)
     ax.set_ylim(-len(rows) + 0.4, 0.6)
-    handles = [Line2D([], [], color=_COLOR["sig"], marker="o", label="significant (*)"),
-               Line2D([], [], color=_COLOR["plain"], marker="o", label="CI includes 0"),
-               Line2D([], [], color=_COLOR["thin"], marker="o", markerfacecolor="white",
-                      label="too few triplets")]
+    words = legend or {"sig": "significant (*)", "plain": "CI includes 0",
+                       "thin": "too few triplets"}
+    handles = [Line2D([], [], color=_COLOR[mark], marker="o", label=text,
+                      markerfacecolor="white" if mark == "thin" else _COLOR[mark])
+               for mark, text in words.items()]
     if reference:
         handles.append(Line2D([], [], color="#4a7ab5", marker="o", label=reference_label))
     _finish(ax, title, xlabel, "", legend=False)
-    ax.legend(handles=handles, fontsize=7, loc="best")
+    if vlines:  # under the axes: inside, it hid a margin's line and label
+        ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=len(handles),
+                  bbox_to_anchor=(0.5, -0.5 / (0.9 + 0.42 * max(1, len(rows)))),
+                  frameon=False)
+    else:
+        ax.legend(handles=handles, fontsize=7, loc="best")
     return _save(fig, path)
 
 

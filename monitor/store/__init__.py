@@ -9,11 +9,13 @@
     results.py   calls, scores, run statistics, counters' totals
     state.py     baselines, alert states and events, the alert outbox (per sink)
     inputs.py    the statistics engine's inputs, aggregated in DuckDB
+    compare.py   comparisons (`monitor compare`): the row linking their runs, their lookups
     export.py    every table as Parquet
     store.py     Store: all of the above on one file
 """
 
 from monitor.store import owner
+from monitor.store.compare import AskedSpec, Comparison
 from monitor.store.diagnose import file_system, size_text
 from monitor.store.inputs import CallSummary, UnitScores, WeaknessSums
 from monitor.store.records import (
@@ -34,6 +36,7 @@ from monitor.store.schema import APP, CALL_COLUMNS, MIGRATIONS, SCORE_COLUMNS, S
 from monitor.store.store import Store
 
 __all__ = ["APP", "CALL_COLUMNS", "MIGRATIONS", "SCORE_COLUMNS", "STAT_COLUMNS", "AlertEvent",
-           "Baseline", "CallSummary", "CallTotals", "CellRecord", "ExportResult", "FileSystem",
+           "AskedSpec", "Baseline", "CallSummary", "CallTotals", "CellRecord", "Comparison",
+           "ExportResult", "FileSystem",
            "OptionMean", "OutboxItem", "RunRow", "RunSummary", "StatRow",
            "Store", "UnitScores", "Usage", "WeaknessSums", "file_system", "owner", "size_text"]

@@ -41,6 +41,8 @@ class ExportStore(Database):
             "outbox_delivery": "SELECT d.*, o.endpoint, CAST(o.created_at AS DATE) AS date "
                                "FROM outbox_delivery d JOIN outbox o USING (id) "
                                "WHERE o.created_at >= $1",
+            "comparisons": "SELECT *, candidate_endpoint AS endpoint, CAST(started_at AS DATE) "
+                           "AS date FROM comparisons WHERE started_at >= $1",
         }
         counts: dict[str, int] = {}
         damaged: dict[str, str] = {}

@@ -102,6 +102,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "UPDATE baselines SET model_id = (SELECT r.model_id FROM runs r WHERE r.run_id = "
         "trim(split_part(baselines.run_ids, ',', 1), '[]\" ')) WHERE model_id IS NULL",
     ),
+    (  # v9: `monitor compare` links a candidate's run to what it is compared with: the
+        # baseline endpoint's run asked beside it, or the stored baseline's runs whose
+        # answers it is paired with; the test's settings, so that a resume goes on with
+        # the same test, and how it ended (monitor.store.compare)
+        """CREATE TABLE comparisons (
+            compare_id VARCHAR PRIMARY KEY, mode VARCHAR NOT NULL,
+            baseline_endpoint VARCHAR NOT NULL, candidate_endpoint VARCHAR NOT NULL,
+            baseline_run_id VARCHAR, candidate_run_id VARCHAR NOT NULL,
+            reference_run_ids VARCHAR, margin DOUBLE, max_calls INTEGER, alpha DOUBLE,
+            beta DOUBLE, batch_triplets INTEGER, seed INTEGER, started_at TIMESTAMPTZ,
+            finished_at TIMESTAMPTZ, status VARCHAR, reason VARCHAR, outcome VARCHAR)""",
+    ),
 )
 
 #: The one spelling of a run's model (runs.model_id, set when the run is measured):

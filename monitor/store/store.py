@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from monitor.store.compare import CompareStore
 from monitor.store.export import ExportStore
 from monitor.store.inputs import InputStore
 from monitor.store.results import ResultsStore
@@ -11,7 +12,8 @@ from monitor.store.state import StateStore
 __all__ = ["Store"]
 
 
-class Store(RunsStore, ResultsStore, StateStore, InputStore, ExportStore):
+class Store(RunsStore, ResultsStore, StateStore, InputStore, CompareStore, ExportStore):
     """A monitor database (monitor.store.db.Database) with every named operation:
     runs (runs.py), calls/scores/statistics (results.py), the daemon's state
-    (state.py), the statistics' inputs (inputs.py) and the Parquet export."""
+    (state.py), the statistics' inputs (inputs.py), comparisons (compare.py) and the
+    Parquet export."""

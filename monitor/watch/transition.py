@@ -15,7 +15,7 @@ from typing import Any
 from monitor.vocab import Condition
 from monitor.watch.movers import Mover
 
-__all__ = ["Transition", "bias_or_leniency", "did_verdict"]
+__all__ = ["Transition", "bias_or_leniency", "did_reading", "did_verdict"]
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -59,12 +59,18 @@ def did_verdict(t: Transition) -> str:
     MD: the shift is the language's, on every option), "cannot tell" (its CI holds
     both) or "unknown" (no CI). An interval holding 0 is not evidence of leniency when
     it holds the MD just as well."""
-    did, (lo, hi) = t.did, t.did_ci
+    return did_reading(t.md, t.did, t.did_ci)
+
+
+def did_reading(md: float, did: float, ci: tuple[float, float]) -> str:
+    """did_verdict's rule on numbers: an MD (or an MD change, `monitor compare`) and its
+    DiD with the DiD's CI."""
+    lo, hi = ci
     if not all(math.isfinite(x) for x in (did, lo, hi)):
         return "unknown"
     if lo > 0 or hi < 0:
         return "bias"
-    return "cannot tell" if lo <= t.md <= hi else "leniency"
+    return "cannot tell" if lo <= md <= hi else "leniency"
 
 
 def bias_or_leniency(t: Transition) -> str:

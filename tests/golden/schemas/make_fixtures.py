@@ -63,6 +63,10 @@ def _rows(con: duckdb.DuckDBPyConnection, version: int) -> None:
     if version >= 7:  # owed to Slack and PagerDuty; PagerDuty skipped it, Slack is down
         con.execute("INSERT INTO outbox_delivery VALUES (1, 'slack', NULL, NULL), "
                     "(1, 'pagerduty', ?, 'skipped')", [T1])
+    if version >= 9:  # a finished comparison of ep (production) and a staging endpoint
+        con.execute("INSERT INTO comparisons VALUES ('cmp-1', 'live', 'ep', 'ep-staging', "
+                    "'cmp-1-baseline', 'cmp-1-candidate', '[]', 0.5, 10000, 0.05, 0.1, 10, 0, "
+                    "?, ?, 'complete', 'every country decided', 'regression')", [T0, T1])
 
 
 def make(version: int, out: Path) -> None:
