@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.store import owner as owners
-from monitor.store.db import Connection, Database
+from monitor.store.base import Base, Connection
 from monitor.store.records import RunRow, RunSummary
 from monitor.store.schema import RUN_FIELDS, RUN_MODEL
 from monitor.vocab import CallStatus, RunStatus
@@ -30,7 +30,7 @@ def finish(con: Connection, run_id: str, status: RunStatus, reason: str | None) 
 _JSON_FIELDS = ("scenarios", "languages", "variants")
 
 
-class RunsStore(Database):
+class RunsStore(Base):
     def create_run(self, run: RunRow) -> None:
         row = {f: getattr(run, f) for f in RUN_FIELDS}
         for name in _JSON_FIELDS:
@@ -152,10 +152,11 @@ class RunsStore(Database):
             counts[run_id][status] = int(n)
         top: dict[tuple[str, str], tuple[str, int]] = {}
         for run_id, status, text, n in self._rows(
-                "SELECT run_id, status, coalesce(error, detail, '?') AS t, count(*) AS n FROM "
-                "probe_calls WHERE list_contains(?, run_id) AND list_contains(?, status) "
-                "GROUP BY run_id, status, t QUALIFY row_number() OVER "
-                "(PARTITION BY run_id, status ORDER BY n DESC, t) = 1",
+                "SELECT run_id, status, t, n FROM (SELECT run_id, status, t, count(*) AS n, "
+                "row_number() OVER (PARTITION BY run_id, status ORDER BY count(*) DESC, t) AS k "
+                "FROM (SELECT run_id, status, coalesce(error, detail, '?') AS t FROM probe_calls "
+                "WHERE list_contains(?, run_id) AND list_contains(?, status)) c "
+                "GROUP BY run_id, status, t) g WHERE k = 1",
                 [ids, [CallStatus.FAILED, CallStatus.UNPARSEABLE]]):
             top[(run_id, status)] = (str(text), int(n))
         out = []

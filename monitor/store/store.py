@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from monitor.store.db import Database
 from monitor.store.export import ExportStore
 from monitor.store.inputs import InputStore
 from monitor.store.results import ResultsStore
@@ -11,7 +12,7 @@ from monitor.store.state import StateStore
 __all__ = ["Store"]
 
 
-class Store(RunsStore, ResultsStore, StateStore, InputStore, ExportStore):
+class Store(RunsStore, ResultsStore, StateStore, InputStore, ExportStore, Database):
     """A monitor database (monitor.store.db.Database) with every named operation:
     runs (runs.py), calls/scores/statistics (results.py), the daemon's state
     (state.py), the statistics' inputs (inputs.py) and the Parquet export."""
