@@ -50,7 +50,7 @@ from monitor.measure.progress import Progress
 from monitor.measure.run import RunResult, make_client, run_endpoint
 from monitor.measure.start import RunOptions
 from monitor.review import Review, review_run
-from monitor.store import RunSummary, Store
+from monitor.store import RunSummary, Store, open_store
 from monitor.vocab import RunStatus
 
 __all__ = ["endpoints_for", "probe_command", "resume_hint", "run_until_stopped"]
@@ -65,7 +65,7 @@ def endpoints_for(settings: Settings, names: list[str] | None, resume: str | Non
     if resume:
         run = store.get_run(resume)
         if run is None:
-            raise UsageError(f"--resume {resume}: no such run in {store.path}")
+            raise UsageError(f"--resume {resume}: no such run in {store.where}")
         return [settings.endpoint(run.endpoint)]
     if not names:
         return list(settings.endpoints)
@@ -86,7 +86,7 @@ def run_until_stopped(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[A
     Ctrl-C or SIGTERM stopped it: every answer is kept, and one line says where and which
     `command` resumes it (`what` names the run in that line, e.g. "calibration "). A
     storage failure (StoreWriteError, exit 4) gets the same resume command."""
-    settings, store = ctx.settings, ctx.store
+    store = ctx.store
     try:
         return asyncio.run(terminable(work))
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
@@ -100,7 +100,7 @@ def run_until_stopped(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[A
         hint = (f" Resume with: {resume_hint(run_id, config_path, command)}"
                 if run_id else "")
         print(f"\nmonitor: {what}{'terminated (SIGTERM)' if term else 'interrupted'}; answers "
-              f"so far are stored in {settings.storage.path}.{hint}", file=sys.stderr)
+              f"so far are stored in {store.where}.{hint}", file=sys.stderr)
         return EXIT_TERMINATED if term else EXIT_INTERRUPTED
     except StoreWriteError as exc:
         if exc.run_id:  # the answers are in the spool: say how to bring them in
@@ -170,10 +170,10 @@ def probe_command(args: argparse.Namespace) -> int:
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     if args.triplets is not None and args.triplets < 1:
         raise UsageError("--triplets must be a positive number")
-    storage = str(settings.storage.path)
     reviews: list[Review] = []
     sinks = owed(build_sinks(settings.alerts, settings.report))
-    with Store(settings.storage.path) as store:
+    with open_store(settings.storage) as store:
+        storage = store.where
         ctx = Context(settings, catalog, store)
         endpoints = endpoints_for(settings, args.endpoint, args.resume, store)
         settings.require_keys(endpoints, config_path)

@@ -44,8 +44,8 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
                  limit: int) -> int:
     for name in endpoints or []:
         settings.endpoint(name)  # an unknown name is an error, not an empty list
-    path = settings.storage.path
-    store = stored(path)
+    store = stored(settings.storage)
+    path = store.where if store is not None else str(settings.storage.path)
     rows = [] if store is None else [s for s in store.run_summaries()
                                      if not endpoints or s.run.endpoint in endpoints]
     if limit > 0:
@@ -55,7 +55,7 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
         rows = sorted((s for group in kept.values() for s in group[-limit:]),
                       key=lambda s: (s.run.started_at, s.run.run_id))
     if as_json:
-        print(json.dumps({"storage": str(path), "runs": [summary_record(s) for s in rows]},
+        print(json.dumps({"storage": path, "runs": [summary_record(s) for s in rows]},
                          indent=2, ensure_ascii=False))
         return 0
     if not rows:

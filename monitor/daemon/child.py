@@ -28,7 +28,7 @@ from monitor.daemon.scheduled import ScheduledRun
 from monitor.errors import MonitorError
 from monitor.logs import setup_logging
 from monitor.serve.publish import Reporter
-from monitor.store import Store
+from monitor.store import open_store
 
 __all__ = ["child_main"]
 
@@ -72,7 +72,7 @@ def child_main(argv: list[str] | None = None) -> int:
     _die_with_parent(args.parent_pid)
     try:
         settings, _ = load_settings(args.config)
-        store = Store(settings.storage.path)
+        store = open_store(settings.storage)
         catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     except MonitorError as exc:  # one line, as from the CLI; the parent counts the failure
         log.error("endpoint %s: run not started: %s", args.endpoint, exc)

@@ -38,7 +38,7 @@ from monitor.daemon.recovery import triage
 from monitor.errors import ConfigError
 from monitor.serve.exporter import MetricsServer, make_registry
 from monitor.serve.metrics import MetricsState
-from monitor.store import Store
+from monitor.store import Store, open_store
 
 __all__ = ["make_trigger", "period_seconds", "serve"]
 
@@ -78,7 +78,7 @@ def serve(config: Path | None) -> int:
         setup_for(ep, settings.sampling.languages, list(catalog.languages))
     for line in deprecations(settings, source):
         log.warning("%s", line)
-    store = Store(settings.storage.path)
+    store = open_store(settings.storage)
     return asyncio.run(_main(settings, config, source, store, trigger, catalog))
 
 

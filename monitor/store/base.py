@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import IO, TYPE_CHECKING, Any, Protocol, Self
 
 from monitor.errors import StoreError
 
@@ -88,6 +88,21 @@ class Base:
     def _new_ids(self, con: Connection, table: str, n: int) -> list[int]:
         """`n` ids for new rows of `table` (its `id` column), unique among writers."""
         raise NotImplementedError
+
+    def _copy_out(self, sql: str, params: Sequence[Any], out: IO[bytes]) -> None:
+        """`sql`'s rows as PostgreSQL's CSV into `out` (the engine a Scratch is loaded from)."""
+        raise NotImplementedError
+
+    def _stream(self, sql: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """A large result in chunks of `size` rows (copying a history)."""
+        with self._connect() as con:
+            cur = con.execute(sql)
+            while rows := cur.fetchmany(size):
+                yield rows
+
+    def _sync_ids(self) -> None:
+        """After rows were copied in with their ids: new ids follow them (an engine whose
+        ids come from a sequence moves it)."""
 
     @contextmanager
     def session(self) -> Iterator[None]:

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -58,7 +58,7 @@ def require_postgres() -> Path:
 class Cluster:
     bin: Path
     port: int
-    admin_url: str
+    admin_url: str = field(repr=False)
 
     def database(self) -> str:
         """A new, empty database: its URL (user monitor, password PASSWORD)."""

@@ -63,6 +63,9 @@ def _rows(con: duckdb.DuckDBPyConnection, version: int) -> None:
     if version >= 7:  # owed to Slack and PagerDuty; PagerDuty skipped it, Slack is down
         con.execute("INSERT INTO outbox_delivery VALUES (1, 'slack', NULL, NULL), "
                     "(1, 'pagerduty', ?, 'skipped')", [T1])
+    if version >= 9:  # a replica's claim of a slot, and its lease of the endpoint's runs
+        con.execute("INSERT INTO slots VALUES ('ep', ?, 'replica-a', ?)", [T0, T0])
+        con.execute("INSERT INTO leases VALUES ('endpoint/ep', 'replica-a|1', ?, ?)", [T0, T1])
 
 
 def make(version: int, out: Path) -> None:
