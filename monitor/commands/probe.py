@@ -46,11 +46,13 @@ from monitor.errors import (
     UsageError,
 )
 from monitor.measure.budget import Allowance
+from monitor.measure.lease import hold
 from monitor.measure.progress import Progress
 from monitor.measure.run import RunResult, make_client, run_endpoint
 from monitor.measure.start import RunOptions
 from monitor.review import Review, review_run
 from monitor.store import RunSummary, Store, open_store
+from monitor.store import owner as owners
 from monitor.vocab import RunStatus
 
 __all__ = ["endpoints_for", "probe_command", "resume_hint", "run_until_stopped"]
@@ -79,6 +81,19 @@ def resume_hint(run_id: str, config_path: Path, command: str = "monitor probe --
     return f"{command} --resume {shlex.quote(run_id)}{config}"
 
 
+async def _leased(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[Any, Any, T]) -> T:
+    """`work` while holding the endpoint (a store shared by replicas: monitor.measure.lease),
+    so that a replica's run and this one never ask it at once."""
+    async with hold(ctx.store, endpoint.name, owners.token(),
+                    ctx.settings.storage.lease_seconds) as held:
+        if not held:
+            work.close()
+            raise UsageError(f"endpoint {endpoint.name}: a replica sharing {ctx.store.where} "
+                             "is running it now; try again when its run has ended (`monitor "
+                             "runs` shows it)")
+        return await work
+
+
 def run_until_stopped(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[Any, Any, T],
                       opts: RunOptions, config_path: Path, *,
                       command: str = "monitor probe --once", what: str = "") -> T | int:
@@ -88,7 +103,7 @@ def run_until_stopped(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[A
     storage failure (StoreWriteError, exit 4) gets the same resume command."""
     store = ctx.store
     try:
-        return asyncio.run(terminable(work))
+        return asyncio.run(terminable(_leased(ctx, endpoint, work)))
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         term = isinstance(exc, asyncio.CancelledError)
         run_id = opts.resume

@@ -14,6 +14,7 @@
     results.py   calls, scores, run statistics, counters' totals
     state.py     baselines, alert states and events, the alert outbox (per sink)
     inputs.py    the statistics engine's inputs, aggregated in DuckDB
+    coordination.py  replicas taking turns: leases, claimed slots, the outbox's sender
     export.py    every table as Parquet
     store.py     Store (the file), PgStore (PostgreSQL), open_store (the configured one)
 """

@@ -254,6 +254,21 @@ class PgDatabase(Base):
         with self._connect() as con:
             con.copy_out(sql, params, out)
 
+    @contextmanager
+    def outbox_claim(self, endpoint: str, sink: str) -> Iterator[bool]:
+        """One replica at a time sends an endpoint's messages to a sink: the lock of this
+        session (released by the server if the process dies), each mark committed as
+        it is made, so a message taken by a sink is never sent again."""
+        key = f"outbox/{endpoint}/{sink}"
+        with self.session(), self._connect() as con:
+            got = bool(con.execute("SELECT pg_try_advisory_lock(hashtext(?))", [key])
+                       .fetchone()[0])
+            try:
+                yield got
+            finally:
+                if got:
+                    con.execute("SELECT pg_advisory_unlock(hashtext(?))", [key])
+
     def _stream(self, sql: str, size: int) -> Iterator[list[tuple[Any, ...]]]:
         """A large result in chunks (a server-side cursor: memory stays flat)."""
         with self._connect() as con, con.raw.transaction(), \

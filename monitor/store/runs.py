@@ -99,18 +99,24 @@ class RunsStore(Base):
             out.append(RunRow(**values))
         return out
 
-    def close_orphans(self, endpoint: str | None = None, *,
-                      now: datetime | None = None) -> list[RunRow]:
+    def close_orphans(self, endpoint: str | None = None, *, now: datetime | None = None,
+                      leased_by: str | None = None) -> list[RunRow]:
         """Runs left `running` by a process that is gone (SIGKILL, OOM, a full disk
-        that kept even the last status update out) become `interrupted`, with why."""
+        that kept even the last status update out) become `interrupted`, with why.
+        `leased_by`: the caller holds `endpoint`'s lease (monitor.store.coordination), so
+        a running run of another owner lost its lease: its process is gone or cut off."""
         now = now or datetime.now(UTC)
         closed = []
         for run in self.runs(endpoint):
-            if run.status != RunStatus.RUNNING or owners.alive(run.owner, run.heartbeat_at,
-                                                               now=now):
+            if run.status != RunStatus.RUNNING:
+                continue
+            lost = leased_by is not None and run.owner != leased_by
+            if not lost and owners.alive(run.owner, run.heartbeat_at, now=now):
                 continue
             reason = (f"its process ({owners.describe(run.owner)}) ended without closing it "
-                      "(killed, out of memory or out of disk)")
+                      "(killed, out of memory or out of disk)" if not lost else
+                      f"its process ({owners.describe(run.owner)}) lost the endpoint's lease "
+                      "(its replica died or was cut off); taken over")
             with self._connect() as con:
                 con.execute("UPDATE runs SET status = ?, finished_at = ?, reason = ? "
                             "WHERE run_id = ? AND status = ?",

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from monitor.config import Storage
 from monitor.errors import ConfigError
+from monitor.store.coordination import CoordinationStore
 from monitor.store.db import Database
 from monitor.store.export import ExportStore
 from monitor.store.inputs import InputStore
@@ -32,10 +33,12 @@ from monitor.store.transfer import copy_history
 __all__ = ["PgStore", "Store", "open_store", "postgres_url"]
 
 
-class Store(RunsStore, ResultsStore, StateStore, InputStore, ExportStore, Database):
+class Store(RunsStore, ResultsStore, StateStore, InputStore, ExportStore, CoordinationStore,
+            Database):
     """A monitor database (monitor.store.db.Database) with every named operation:
     runs (runs.py), calls/scores/statistics (results.py), the daemon's state
-    (state.py), the statistics' inputs (inputs.py) and the Parquet export."""
+    (state.py), the statistics' inputs (inputs.py), the Parquet export and the replicas'
+    turns (coordination.py)."""
 
 
 class PgStore(RunScoped, PgDatabase, Store):  # type: ignore[misc]
