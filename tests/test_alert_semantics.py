@@ -125,3 +125,30 @@ def test_messages_owed_after_an_outage_arrive_one_per_run_in_order(
         assert "run r1" in texts[0] and "run r2" in texts[1] and "run r3" in texts[2]
         assert "DiD +0.80 [+0.30, +1.30]: bias" in texts[2]
         assert store.outbox_pending("sim") == []
+
+
+def test_a_page_with_no_sink_configured_waits_and_is_sent_once_slack_is_set(
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The daemon's page while SLACK_WEBHOOK_URL is unset was logged "not sent" and
+    dropped; now it waits in the outbox (monitor runs says so) and goes out once Slack
+    is configured."""
+    from monitor.cli import main
+
+    monkeypatch.delenv("TEST_SLACK_URL", raising=False)
+    daemon, store = _daemon(tmp_path, shipped_catalog, "TEST_SLACK_URL", triplets=40,
+                            base_runs=6, languages=["en", "zh"])
+    calm, shifted = {"bias_points": 0.0}, {"bias_points": {"CN": 2.0}}
+    asyncio.run(_runs(daemon, shipped_catalog, [calm] * 7 + [shifted] * 3))
+    assert ("pending", "firing") in _cn_events(store) or ("ok", "firing") in _cn_events(store)
+    held = store.outbox_backlog("sim")
+    assert set(held) == {""} and held[""] >= 1
+    assert main(["runs", "--config", str(tmp_path / "monitor.yaml")]) == 0
+    assert "held: no sink can deliver" in capsys.readouterr().out
+    with serve_slack() as slack:
+        monkeypatch.setenv("TEST_SLACK_URL", slack.url())
+        restarted, _ = _daemon(tmp_path, shipped_catalog, "TEST_SLACK_URL", triplets=40,
+                               base_runs=6, languages=["en", "zh"])
+        assert restarted.deliver(restarted.settings.endpoint("sim")) is True
+    assert _heads(slack) and _heads(slack)[0].startswith("Local-language bias FIRING")
+    assert store.outbox_backlog("sim") == {}

@@ -339,6 +339,7 @@ def test_config_check_prints_the_effective_configuration(
         clean_env: pytest.MonkeyPatch) -> None:
     path = _write(tmp_path / "c.yaml", _config())
     clean_env.setenv("MONITOR_SAMPLING__TRIPLETS_PER_RUN", "9")
+    clean_env.setenv("SLACK_WEBHOOK_URL", "https://hooks.example/T/B/x")  # a sink that can send
     code, out, err = _check(capsys, path)
     assert code == 0, err
     assert err == ""
@@ -576,3 +577,17 @@ def test_a_dead_key_is_accepted_with_a_warning_naming_what_replaced_it(
     assert "deprecated" in line and "thresholds.cusum_h" in line and "remove" in line
     code, _, err = _check(capsys, _write(tmp_path / "new.yaml", _config()))
     assert code == 0 and "deprecated" not in err
+
+
+def test_config_check_warns_when_no_sink_can_deliver(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        clean_env: pytest.MonkeyPatch) -> None:
+    """Slack's variable unset is said (one line naming it), and so is the consequence:
+    no sink can deliver, so pages wait in the outbox (they are not dropped)."""
+    clean_env.delenv("SLACK_WEBHOOK_URL", raising=False)
+    code, _, err = _check(capsys, _write(tmp_path / "c.yaml", _config()))
+    assert code == 0
+    lines = [x for x in err.splitlines() if x.startswith("monitor: warning:")]
+    assert any("alerts.slack.webhook_url_env: environment variable SLACK_WEBHOOK_URL is "
+               "not set, so Slack gets no alerts" in x for x in lines)
+    assert any("no sink can deliver - messages wait in the outbox" in x for x in lines)

@@ -51,6 +51,8 @@ CONTRACT: dict[str, tuple[str, set[str]]] = {
     "bias_monitor_md_triplets": ("gauge", CELL),
     # The text format has no info type: Prometheus reads an info family as a gauge of 1.
     "bias_monitor_build_info": ("gauge", {"version", "python"}),
+    "bias_monitor_alert_messages_undelivered": ("gauge", {"endpoint"}),
+    "bias_monitor_alert_sinks": ("gauge", set()),
 }
 A, B = "gpt4o-prod", "claude-prod"
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -127,6 +129,8 @@ def filled_state() -> MetricsState:
     state.set_flag("delivery_failures", A, 2)
     state.set_flag("runs_skipped", A, 5)
     state.set_flag("unpriced", B, 7)
+    state.set_flag("undelivered", A, 2)
+    state.set_sinks(1)
     return state
 
 
@@ -448,6 +452,7 @@ def test_a_new_endpoint_exposes_every_known_label_set_from_the_start(tmp_path: P
             ("bias_monitor_runs_skipped_total", ()): 0.0,
             ("bias_monitor_alert_delivery_failures_total", ()): 0.0,
             ("bias_monitor_probes_unpriced_total", ()): 0.0,
+            ("bias_monitor_alert_messages_undelivered", ()): 0.0,
             ("bias_monitor_probe_latency_seconds_count", ()): 0.0,
             ("bias_monitor_probe_latency_seconds_sum", ()): 0.0}
     want |= {("bias_monitor_probes_total", (("status", s),)): 0.0

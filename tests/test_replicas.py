@@ -116,3 +116,12 @@ def test_a_file_takes_no_turns(tmp_path: Path) -> None:
     asyncio.run(scenario())
     with store.outbox_claim("local", "slack") as mine:
         assert mine
+
+
+def test_held_messages_are_adopted_once_on_postgres(pg: Cluster, tmp_path: Path) -> None:
+    a, b = _two(pg, tmp_path)
+    a.outbox_add("local", ['{"kind": "note", "text": "held"}'], [])  # no sink could take it
+    assert b.outbox_backlog("local") == {"": 1}
+    assert a.outbox_adopt("local", ["slack", "webhook"]) == 1
+    assert b.outbox_adopt("local", ["slack", "webhook"]) == 0  # owed once, not twice
+    assert b.outbox_backlog("local") == {"slack": 1, "webhook": 1}

@@ -1,6 +1,7 @@
 """A run's review through the real daemon (`monitor run` and its run processes) against a
 local OpenAI-protocol server whose answers name no model:
 
+- a daemon with no sink that can deliver says so at start, in /healthz and the metrics;
 - the automatic baseline is set (a provider without a model id never got one);
 - bias_monitor_baseline_comparable is 0 on the run that sets the baseline (it is not
   compared) and 1 once a run is compared;
@@ -46,7 +47,8 @@ def _review(store: Store, run_id: str) -> float | None:
 
 
 def test_the_review_sets_a_baseline_without_model_ids_says_when_it_compared_and_resumes(
-        tmp_path: Path, shipped_catalog: Catalog) -> None:
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SLACK_WEBHOOK_URL", raising=False)
     model = BiasedModel(shipped_catalog, model=None)
     gate = Gate(10**9, model)  # open until armed
     port = free_port()
@@ -64,6 +66,13 @@ def test_the_review_sets_a_baseline_without_model_ids_says_when_it_compared_and_
 
         with daemon(cfg, log1) as proc:
             wait_until(lambda: store.baseline("local") is not None, 480, log1)
+            # No sink can deliver (SLACK_WEBHOOK_URL unset): said at start, in the metrics
+            # and in /healthz; pages would wait in the outbox.
+            assert "no sink can deliver" in log1.read_text()
+            assert _gauge(port, "bias_monitor_alert_sinks") is None  # no endpoint label
+            _, metrics = get(f"http://127.0.0.1:{port}/metrics")
+            assert "bias_monitor_alert_sinks 0.0" in metrics
+            assert json.loads(get(f"http://127.0.0.1:{port}/healthz")[1])["alert_sinks"] == []
             base = store.baseline("local")
             assert base is not None and base.model_id == "openai/test-model"
             # The run that set it was not compared: the gauge says so once read back.

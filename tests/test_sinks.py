@@ -245,18 +245,27 @@ def test_no_answer_is_retried_then_kept_for_the_next_run(
     assert [i.id for i in store.outbox_pending("prod", "webhook")] == [1]
 
 
-def test_queueing_needs_a_sink_but_not_slack(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_with_no_sink_to_take_it_waits_and_goes_to_the_first_that_can(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No sink can deliver (Slack's variable unset, no other sink): the page is held in
+    the outbox, not dropped, and counted as undelivered; once a sink is configured it
+    is owed to it and delivered, once, with the pages queued since, in order."""
     store = Store(tmp_path / "m.duckdb")
-    nothing = _sinks(monkeypatch)  # Slack's variable unset, no other sink
+    nothing = _sinks(monkeypatch)
+    assert outbox.owed(nothing) == []
     outbox.queue(store, outbox.owed(nothing), "prod", [_transition("r1", "pending", "firing")])
-    assert store.outbox_pending("prod") == []
-    with serve([ACCEPTED]) as pd:
+    assert _deliver(store, nothing) is True  # nothing could be tried
+    assert store.outbox_backlog("prod") == {"": 1}  # held, not lost
+    with serve([ACCEPTED, ACCEPTED]) as pd:
         only_pd = _sinks(monkeypatch, pagerduty=pd)
-        outbox.queue(store, outbox.owed(only_pd), "prod", [_transition("r1", "pending", "firing")])
-        assert rows(store.path, "SELECT sink FROM outbox_delivery") == [("pagerduty",)]
+        outbox.queue(store, outbox.owed(only_pd), "prod", [_transition("r2", "firing", "ok")])
         assert _deliver(store, only_pd) is True
-    assert len(pd.requests) == 1
+        assert _deliver(store, only_pd) is True  # nothing left: nothing sent twice
+    # The held page (r1 FIRING) first, then its resolve (r2): in the order queued.
+    assert [r.body["event_action"] for r in pd.requests] == ["trigger", "resolve"]
+    assert rows(store.path, "SELECT sink, outcome FROM outbox_delivery ORDER BY id") == [
+        ("pagerduty", "delivered"), ("pagerduty", "delivered")]
+    assert store.outbox_backlog("prod") == {}
 
 
 def test_secrets_are_in_no_log_database_or_exception(
@@ -308,6 +317,7 @@ def test_config_check_says_which_sink_variable_is_unset(
     monkeypatch.setenv("T_HOOK", "https://hooks.example/HOOKPATHSECRET")
     monkeypatch.delenv("T_UNSET_AUTH", raising=False)
     monkeypatch.delenv("T_UNSET_PD", raising=False)
+    monkeypatch.delenv("SLACK_WEBHOOK_URL", raising=False)
     cfg = {"endpoints": [{"name": "main", "model": "simulated/demo"}],
            "alerts": {"webhook": {"url_env": "T_HOOK",
                                   "headers_env": {"Authorization": "T_UNSET_AUTH"}},
@@ -318,12 +328,17 @@ def test_config_check_says_which_sink_variable_is_unset(
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert lines == [
+        f"monitor: warning: {path}: alerts.slack.webhook_url_env: environment variable "
+        "SLACK_WEBHOOK_URL is not set, so Slack gets no alerts; export it or remove "
+        "alerts.slack",
         f"monitor: warning: {path}: alerts.webhook.headers_env.Authorization: environment "
         "variable T_UNSET_AUTH is not set, so the webhook gets no alerts; export it or remove "
         "alerts.webhook",
         f"monitor: warning: {path}: alerts.pagerduty.routing_key_env: environment variable "
         "T_UNSET_PD is not set, so PagerDuty gets no alerts; export it or remove "
-        "alerts.pagerduty"]
+        "alerts.pagerduty",
+        f"monitor: warning: {path}: alerts: no sink can deliver - messages wait in the outbox "
+        "(`monitor runs` shows them) and go out once a sink is configured"]
     assert "HOOKPATHSECRET" not in out + err
     data = json.loads(out.partition("\n")[2])
     assert data["alerts"]["webhook"]["url_env"] == "T_HOOK (set; value never shown)"

@@ -50,6 +50,8 @@ class OutboxStore(Protocol):
 
     def outbox_claim(self, endpoint: str, sink: str) -> AbstractContextManager[bool]: ...
 
+    def outbox_adopt(self, endpoint: str, sinks: Sequence[str]) -> int: ...
+
 
 def transition(t: Transition) -> str:
     return json.dumps({"kind": "transition", **asdict(t)})
@@ -84,9 +86,9 @@ def owed(sinks: Sequence[Sink]) -> list[str]:
 def queue(store: OutboxStore, sinks: Sequence[str], endpoint: str,
           items: Sequence[str]) -> None:
     """Queue one message (`items`, from `payloads`) owed to `sinks`; a notice already
-    queued once is not queued again."""
-    if not sinks:
-        return
+    queued once is not queued again. With no sink ready the message is held (owed to
+    none yet): the first sink that can deliver takes it (`deliver`), and `monitor runs`
+    and bias_monitor_alert_messages_undelivered show it meanwhile - it is never lost."""
     fresh = [p for p in items
              if json.loads(p)["kind"] != "note" or not store.outbox_has(endpoint, p)]
     if fresh:
@@ -144,6 +146,9 @@ def deliver(store: OutboxStore, sinks: Sequence[Sink], endpoint: str, *,
             simulated: bool) -> bool:
     """Send what the outbox owes each enabled sink for `endpoint`. True when every sink
     took everything (a refused message counts as taken: it is logged, not retried)."""
+    ready = owed(sinks)
+    if ready:  # messages queued while no sink could deliver: owed to these now
+        store.outbox_adopt(endpoint, ready)
     ok = True
     for sink in sinks:
         if not sink.enabled:

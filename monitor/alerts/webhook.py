@@ -75,7 +75,7 @@ class WebhookSink:
         self._report = report or Report()
         self._url = _env(cfg.url_env)
         self._headers = {h: _env(var) for h, var in cfg.headers_env.items()}
-        unset = [var for var in [cfg.url_env, *cfg.headers_env.values()] if not _env(var)]
+        unset = [var for _, var in cfg.unset()]
         self._enabled = not unset
         if unset:
             log.warning("alerts.webhook: environment variable(s) %s not set; the webhook "

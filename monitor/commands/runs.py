@@ -54,8 +54,12 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
             kept.setdefault(s.run.endpoint, []).append(s)
         rows = sorted((s for group in kept.values() for s in group[-limit:]),
                       key=lambda s: (s.run.started_at, s.run.run_id))
+    names = endpoints or [e.name for e in settings.endpoints]
+    waiting = {} if store is None else {n: b for n in names if (b := store.outbox_backlog(n))}
     if as_json:
-        print(json.dumps({"storage": path, "runs": [summary_record(s) for s in rows]},
+        print(json.dumps({"storage": path, "runs": [summary_record(s) for s in rows],
+                          "undelivered": {n: {k or "held": v for k, v in b.items()}
+                                          for n, b in waiting.items()}},
                          indent=2, ensure_ascii=False))
         return 0
     if not rows:
@@ -76,7 +80,17 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
               f"{unread:>6}  {top[:120]}")
         if r.reason:
             print(f"{'':<44} {'':<17} why: {r.reason[:200]}")
+    for name, backlog in waiting.items():
+        print(f"endpoint {name}: {_undelivered(backlog)}")
     return 0
+
+
+def _undelivered(backlog: dict[str, int]) -> str:
+    """The alert messages an endpoint's outbox still holds, and why."""
+    parts = [f"{n} held: no sink can deliver (monitor config check says what to set)"
+             if not sink else f"{n} owed to {sink} (its delivery keeps failing; the log says "
+             "why)" for sink, n in sorted(backlog.items())]
+    return f"{sum(backlog.values())} alert message(s) not delivered: " + "; ".join(parts)
 
 
 def runs_main(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ from monitor.config.model import (
     Topup,
     parse_every,
 )
-from monitor.config.sinks import PAGERDUTY_URL, Delivery, PagerDuty, Webhook, unset_variables
+from monitor.config.sinks import PAGERDUTY_URL, Delivery, PagerDuty, Webhook
 from monitor.config.target import (
     HTTP_PLACEHOLDERS,
     PLACEHOLDER_RE,
@@ -57,4 +57,4 @@ __all__ = ["AUTO_BASELINE_RUNS", "CUSUM_H", "DEFAULT_SETUP", "HTTP_PLACEHOLDERS"
            "Settings", "Setup", "Slack", "Storage", "Thresholds", "Topup", "Webhook",
            "demo_config_path", "deprecations", "load_settings", "mask_url", "masked_dump",
            "parse_every", "parse_path", "parse_since", "reach_advice", "resolve_config_path",
-           "schema_advice", "setup_for", "unset_variables"]
+           "schema_advice", "setup_for"]

@@ -21,7 +21,6 @@ from pydantic import BaseModel, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, YamlConfigSettingsSource
 
 from monitor.config.model import Settings
-from monitor.config.sinks import unset_variables
 from monitor.config.target import mask_url
 from monitor.errors import ConfigError, UsageError
 from monitor.yamlfile import YamlError, load_yaml
@@ -277,8 +276,7 @@ def masked_dump(settings: Settings, source: Path) -> tuple[dict[str, Any], list[
         data["schedule"]["cron"] = None
         warnings.append(f"{source}: schedule.cron {settings.schedule.cron!r} is ignored: "
                         f"schedule.every ({settings.schedule.every}) applies; remove one")
-    warnings += [f"{source}: {line}" for line in unset_variables(alerts.webhook,
-                                                                 alerts.pagerduty)]
+    warnings += [f"{source}: {line}" for line in alerts.unready()]
     warnings += deprecations(settings, source)
     return data, warnings
 

@@ -224,6 +224,22 @@ class Slack(BaseModel):
     bot_token_env: str | None = Field(None)
     channel: str | None = Field(None)
 
+    def unset(self) -> list[tuple[str, str]]:
+        """(key, variable) of what keeps Slack from sending: an incoming webhook's variable,
+        else a bot token's (with a channel); nothing when either is ready or Slack is off
+        (both names null)."""
+        if self.webhook_url_env and os.environ.get(self.webhook_url_env):
+            return []
+        if self.bot_token_env and self.channel and os.environ.get(self.bot_token_env):
+            return []
+        return ([("alerts.slack.webhook_url_env", self.webhook_url_env)]
+                if self.webhook_url_env else []) + (
+            [("alerts.slack.bot_token_env", self.bot_token_env)] if self.bot_token_env else [])
+
+    @property
+    def used(self) -> bool:
+        return bool(self.webhook_url_env or self.bot_token_env)
+
 
 class Alerts(BaseModel):
     model_config = _Strict
@@ -239,6 +255,26 @@ class Alerts(BaseModel):
     page_on_level: bool = Field(
         False, description="Also page when a cell's level goes beyond +-thresholds.md_points "
                            "(confirmed over 2 runs) and when it comes back.")
+
+    def ready(self) -> list[str]:
+        """The sinks that can deliver now (their variables set), by their outbox names."""
+        sinks = [("slack", self.slack if self.slack.used else None),
+                 ("webhook", self.webhook), ("pagerduty", self.pagerduty)]
+        return [name for name, cfg in sinks if cfg is not None and not cfg.unset()]
+
+    def unready(self) -> list[str]:
+        """One line per configured sink that cannot deliver, and what to set; one line too
+        when no sink can deliver at all (messages then wait in the outbox)."""
+        lines = [f"{key}: environment variable {var} is not set, so {what} gets no alerts; "
+                 f"export it or remove {section}"
+                 for section, what, cfg in (("alerts.slack", "Slack", self.slack),
+                                            ("alerts.webhook", "the webhook", self.webhook),
+                                            ("alerts.pagerduty", "PagerDuty", self.pagerduty))
+                 if cfg is not None for key, var in cfg.unset()]
+        if not self.ready():
+            lines.append("alerts: no sink can deliver - messages wait in the outbox (`monitor "
+                         "runs` shows them) and go out once a sink is configured")
+        return lines
 
 
 class Metrics(BaseModel):

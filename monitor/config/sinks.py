@@ -2,8 +2,8 @@
 
 Like Slack's, their secrets live in the environment: the file names the
 variables (`url_env`, `headers_env` values, `routing_key_env`). A sink whose
-variable is not set is not configured (nothing is queued for it);
-`monitor config check` says so in one line (`unset_variables`).
+variables are not all set sends nothing (`unset`); which sinks can deliver,
+and the lines that say why not, are monitor.config.model.Alerts'.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["PAGERDUTY_URL", "Delivery", "PagerDuty", "Webhook", "check_headers_env",
-           "unset_variables"]
+__all__ = ["PAGERDUTY_URL", "Delivery", "PagerDuty", "Webhook", "check_headers_env"]
 
 PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
 _Strict = ConfigDict(extra="forbid", frozen=True)
@@ -61,6 +60,12 @@ class Webhook(Delivery):
     def _headers(cls, v: dict[str, str]) -> dict[str, str]:
         return check_headers_env(v)
 
+    def unset(self) -> list[tuple[str, str]]:
+        """(key, variable) of each of its variables that is not set: it sends nothing."""
+        wanted = [("alerts.webhook.url_env", self.url_env)] + [
+            (f"alerts.webhook.headers_env.{h}", var) for h, var in self.headers_env.items()]
+        return [(key, var) for key, var in wanted if not os.environ.get(var)]
+
 
 class PagerDuty(Delivery):
     """PagerDuty Events API v2: trigger on FIRING, resolve on its end."""
@@ -73,18 +78,7 @@ class PagerDuty(Delivery):
     severity: Literal["critical", "error", "warning", "info"] = Field(
         "error", description="The events' payload.severity.")
 
-
-def unset_variables(webhook: Webhook | None, pagerduty: PagerDuty | None) -> list[str]:
-    """One line per configured sink variable that is not set (the sink gets nothing)."""
-    out = []
-    if webhook is not None:
-        wanted = [("alerts.webhook.url_env", webhook.url_env)] + [
-            (f"alerts.webhook.headers_env.{h}", var) for h, var in webhook.headers_env.items()]
-        out += [f"{key}: environment variable {var} is not set, so the webhook gets no "
-                f"alerts; export it or remove alerts.webhook"
-                for key, var in wanted if not os.environ.get(var)]
-    if pagerduty is not None and not os.environ.get(pagerduty.routing_key_env):
-        out.append(f"alerts.pagerduty.routing_key_env: environment variable "
-                   f"{pagerduty.routing_key_env} is not set, so PagerDuty gets no alerts; "
-                   "export it or remove alerts.pagerduty")
-    return out
+    def unset(self) -> list[tuple[str, str]]:
+        """(key, variable) of its routing key's variable when not set: it sends nothing."""
+        var = self.routing_key_env
+        return [] if os.environ.get(var) else [("alerts.pagerduty.routing_key_env", var)]

@@ -96,6 +96,10 @@ def serve(config: Path | None) -> int:
         setup_for(ep, settings.sampling.languages, list(catalog.languages))
     for line in deprecations(settings, source):
         log.warning("%s", line)
+    # Pages must not vanish: a sink that cannot deliver is said at start, not at the
+    # first page (its messages wait in the outbox, and the metrics and /healthz say so).
+    for line in settings.alerts.unready():
+        log.warning("%s: %s", source, line)
     store = open_store(settings.storage)
     return asyncio.run(_main(settings, config, source, store, trigger, catalog))
 
@@ -131,6 +135,8 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
     shared = store.shared
     daemon = RunLauncher(config, store, state, slot=slot_of(settings) if shared else None,
                          lease_wait_s=period / 2 if shared else 0.0)
+    sinks = settings.alerts.ready()
+    state.set_sinks(len(sinks))
     resume_now = set()
     for ep in settings.endpoints:
         await asyncio.to_thread(state.prime, store, ep.name)
@@ -151,6 +157,7 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
         # orchestrator restart a healthy process in a loop.
         return alive, {"scheduler_alive": alive, "last_run_age_seconds": ages,
                        "stale": not fresh, "stale_after_seconds": limit,
+                       "alert_sinks": sinks,
                        "uptime_seconds": round(now - daemon.started, 1)}
 
     host, port = settings.metrics.host, settings.metrics.port

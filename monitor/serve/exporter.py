@@ -127,6 +127,12 @@ class BiasCollector(Collector):
                        "none is).", ["endpoint"], s.cost)
         yield _counter("probes_unpriced", "Answered calls whose cost is unknown (no price "
                        "known to LiteLLM or configured).", ["endpoint"], s.unpriced)
+        yield _gauge("alert_messages_undelivered", "Alert messages in the outbox not delivered "
+                     "yet: owed to a sink that failed, or held while no sink can deliver.",
+                     ["endpoint"], {k: float(v) for k, v in s.undelivered.items()})
+        yield _gauge("alert_sinks", "Alert sinks that can deliver (their variables set); "
+                     "0: every message waits in the outbox.", [],
+                     {} if s.alert_sinks is None else {(): s.alert_sinks})
         hist = HistogramMetricFamily(P + "probe_latency_seconds", "Latency of answered probe "
                                      "calls (seconds).", labels=["endpoint"])
         for ep, (counts, total, n) in sorted(s.latency.items()):

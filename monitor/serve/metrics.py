@@ -60,6 +60,8 @@ class MetricsStore(Protocol):
 
     def call_totals(self, endpoint: str, latency_buckets: Sequence[float]) -> CallTotals: ...
 
+    def outbox_backlog(self, endpoint: str) -> dict[str, int]: ...
+
 
 @dataclass(kw_only=True)
 class Snapshot:
@@ -88,6 +90,8 @@ class Snapshot:
     delivery_failures: dict[str, int] = field(default_factory=dict)
     runs_skipped: dict[str, int] = field(default_factory=dict)
     unpriced: dict[str, int] = field(default_factory=dict)
+    undelivered: dict[str, int] = field(default_factory=dict)  # outbox messages not sent yet
+    alert_sinks: int | None = None  # sinks that can deliver (the daemon's configuration)
 
 
 class MetricsState:
@@ -105,11 +109,16 @@ class MetricsState:
         with self._lock:
             return self._snap
 
+    def set_sinks(self, ready: int) -> None:
+        """How many alert sinks can deliver (the scheduler's configuration)."""
+        with self._lock:
+            self._snap = replace(self._snap, alert_sinks=ready)
+
     def set_flag(self, name: str, endpoint: str, value: int) -> None:
         """comparable / budget_exhausted / run_failures, set by the daemon."""
         with self._lock:
-            self._snap = replace(self._snap, **{name: {**getattr(self._snap, name),
-                                                       endpoint: value}})
+            change: dict[str, Any] = {name: {**getattr(self._snap, name), endpoint: value}}
+            self._snap = replace(self._snap, **change)
 
     def prime(self, store: MetricsStore, endpoint: str) -> None:
         """At start-up: what the store knows, and every counter the daemon keeps at 0, so
@@ -122,14 +131,14 @@ class MetricsState:
         new = _load(store, endpoint)
         with self._lock:
             snap = self._snap
-            changes: dict[str, dict[Any, Any]] = {}
+            changes: dict[str, Any] = {}
             for name in ("md", "md_n", "drift", "jsd", "jsd_shift", "jsd_changed", "alert", "level",
                          "coverage", "probes", "tokens", "weakness_share"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items()
                                  if k[0] != endpoint}
                 changes[name].update(getattr(new, name))
             for name in ("last_run_ts", "last_run_success", "cost", "latency", "comparable",
-                         "baseline_present", "unpriced"):
+                         "baseline_present", "unpriced", "undelivered"):
                 changes[name] = {k: v for k, v in getattr(snap, name).items() if k != endpoint}
                 changes[name].update(getattr(new, name))
             self._snap = replace(snap, **changes)
@@ -179,5 +188,6 @@ def _load(store: MetricsStore, ep: str) -> Snapshot:
     if totals.cost_usd is not None:  # no known price at all: no cost series, not a false 0
         snap.cost[ep] = totals.cost_usd
     snap.unpriced[ep] = totals.unpriced
+    snap.undelivered[ep] = sum(store.outbox_backlog(ep).values())
     snap.latency[ep] = (totals.latency_buckets, totals.latency_sum_s, totals.latency_count)
     return snap

@@ -100,6 +100,10 @@ class Base:
             while rows := cur.fetchmany(size):
                 yield rows
 
+    def _serialize(self, con: Connection, key: str) -> None:
+        """Until this transaction ends, others doing the same for `key` wait (replicas on a
+        shared database); one process writes a file at a time: nothing to do there."""
+
     def _sync_ids(self) -> None:
         """After rows were copied in with their ids: new ids follow them (an engine whose
         ids come from a sequence moves it)."""

@@ -244,6 +244,9 @@ class PgDatabase(Base):
         return [int(r[0]) for r in con.execute(
             "SELECT nextval('outbox_ids') FROM generate_series(1, ?)", [n]).fetchall()]
 
+    def _serialize(self, con: Connection, key: str) -> None:
+        con.execute("SELECT pg_advisory_xact_lock(hashtext(?))", [key])
+
     def _sync_ids(self) -> None:
         """After rows were copied in with their ids (`monitor migrate`): new ids follow."""
         with self._connect() as con:

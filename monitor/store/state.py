@@ -99,6 +99,32 @@ class StateStore(Base):
                 "delivered_at": [None] * len(owed), "outcome": [None] * len(owed)},
                 replace=False)
 
+    def outbox_adopt(self, endpoint: str, sinks: Sequence[str]) -> int:
+        """Messages held (queued while no sink could deliver: owed to none) are owed to
+        `sinks` from now on; how many."""
+        with self._connect() as con, self._transaction(con):
+            # Replicas adopting at once: the second sees the first's rows, owes nothing twice.
+            self._serialize(con, f"outbox/{endpoint}")
+            held = [int(r[0]) for r in con.execute(
+                "SELECT id FROM outbox o WHERE endpoint = ? AND delivered_at IS NULL AND NOT "
+                "EXISTS (SELECT 1 FROM outbox_delivery d WHERE d.id = o.id) ORDER BY id",
+                [endpoint]).fetchall()]
+            owed = [(i, s) for i in held for s in sinks]
+            self._insert(con, "outbox_delivery", SINK_COLUMNS, {
+                "id": [i for i, _ in owed], "sink": [s for _, s in owed],
+                "delivered_at": [None] * len(owed), "outcome": [None] * len(owed)},
+                replace=False)
+        return len(held)
+
+    def outbox_backlog(self, endpoint: str) -> dict[str, int]:
+        """Messages not delivered yet: by the sink that owes them, "" for those held while
+        no sink could deliver."""
+        rows = self._rows(
+            "SELECT coalesce(d.sink, ''), count(DISTINCT o.id) FROM outbox o LEFT JOIN "
+            "outbox_delivery d ON d.id = o.id WHERE o.endpoint = ? AND o.delivered_at IS NULL "
+            "AND d.delivered_at IS NULL GROUP BY 1 ORDER BY 1", [endpoint])
+        return {str(sink): int(n) for sink, n in rows}
+
     def outbox_has(self, endpoint: str, payload: str) -> bool:
         """Whether this very message was ever queued (notices are sent once)."""
         return bool(self._rows("SELECT 1 FROM outbox WHERE endpoint = ? AND payload = ? LIMIT 1",
