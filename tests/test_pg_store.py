@@ -154,3 +154,28 @@ def test_a_read_only_store_refuses_to_write(pg: Cluster, tmp_path: Path) -> None
     assert [i.id for i in reader.outbox_pending("e")] == [1]
     with pytest.raises(StoreWriteError, match="read-only"):
         reader.outbox_add("e", ["{}"], ["slack"])
+
+
+def test_monitor_migrate_moves_a_file_history_whose_report_is_equal(
+        pg: Cluster, tmp_path: Path, shipped_catalog: Catalog,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from monitor.cli import main
+
+    duck = _history(_config(tmp_path, None), shipped_catalog, 3)
+    before = duck.path.read_bytes()
+    monkeypatch.setenv("BM_PG_MIGRATED", pg.database())
+    cfg = _config(tmp_path, "BM_PG_MIGRATED")
+    assert main(["migrate", "--from", str(duck.path), "--config", str(cfg)]) == 0
+    rows = duck._rows("SELECT count(*) FROM runs")[0][0]
+    assert f"runs: {rows} rows" in capsys.readouterr().out
+    assert duck.path.read_bytes() == before  # a copy: the file is left as it was
+    settings, _ = load_settings(cfg)
+    moved = open_store(settings.storage, read_only=True)
+    runs = duck.runs("sim")
+    assert [r.run_id for r in moved.runs("sim")] == [r.run_id for r in runs]
+    assert json.loads(to_json(build(moved, shipped_catalog, runs, runs))) == json.loads(
+        to_json(build(duck, shipped_catalog, runs, runs)))
+    # Twice: the target holds runs now; refused, nothing written.
+    assert main(["migrate", "--from", str(duck.path), "--config", str(cfg)]) == 2
+    assert "already holds runs" in capsys.readouterr().err
+    assert moved._rows("SELECT count(*) FROM runs")[0][0] == rows

@@ -125,3 +125,6 @@ def test_held_messages_are_adopted_once_on_postgres(pg: Cluster, tmp_path: Path)
     assert a.outbox_adopt("local", ["slack", "webhook"]) == 1
     assert b.outbox_adopt("local", ["slack", "webhook"]) == 0  # owed once, not twice
     assert b.outbox_backlog("local") == {"slack": 1, "webhook": 1}
+    a.outbox_delivered([1], "slack")  # small ids travel as smallint[]: compared with bigint
+    b.outbox_delivered([1], "webhook")
+    assert a.outbox_backlog("local") == {} and a.outbox_pending("local") == []

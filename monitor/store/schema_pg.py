@@ -24,7 +24,8 @@ _D = "DOUBLE PRECISION"
 
 PG_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # v1: runs, calls, scores, statistics
-        "CREATE FUNCTION list_contains(anyarray, anyelement) RETURNS boolean IMMUTABLE "
+        "CREATE FUNCTION list_contains(anycompatiblearray, anycompatible) RETURNS boolean "
+        "IMMUTABLE "
         "LANGUAGE sql AS 'SELECT $2 = ANY($1)'",
         f"""CREATE TABLE runs (
             run_id {_T} PRIMARY KEY, endpoint {_T} NOT NULL, model {_T} NOT NULL,
