@@ -97,9 +97,12 @@ class ScheduledRun:
             async with hold(self.store, name, owners.token(),
                             self.settings.storage.lease_seconds, wait_s=wait_s) as held:
                 if not held:
-                    log.info("endpoint %s: another replica is running it; nothing to do here",
-                             name)
-                    self.skipped[name] = self.skipped.get(name, 0) + int(not resume_only)
+                    if resume_only:  # several replicas saw the run unattended: one took it
+                        log.info("endpoint %s: another replica took its run over", name)
+                        return
+                    log.info("endpoint %s: slot skipped: another process's run of it was "
+                             "still going after %gs", name, wait_s)
+                    self.skipped[name] = self.skipped.get(name, 0) + 1
                     return
                 await self._slot(name, resume_only)
         except asyncio.CancelledError:
