@@ -202,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--config", type=Path, default=None, metavar="PATH")
     ex.set_defaults(func=_command("export", "export_command"))
 
+    mg = sub.add_parser("migrate", help="copy a DuckDB history into the PostgreSQL store "
+                        "(storage.url_env); the file is left unchanged")
+    mg.add_argument("--from", dest="source", type=Path, required=True, metavar="FILE",
+                    help="the DuckDB file (storage.path of the monitor that wrote it)")
+    mg.add_argument("--config", type=Path, default=None, metavar="PATH")
+    mg.set_defaults(func=_command("migrate", "migrate_command"))
+
     rp = sub.add_parser("report", help="HTML report (headline, figures, tables, evidence) or "
                         "Markdown", description="A headline per endpoint (status, the "
                         "significant countries, drift against the baseline, coverage), then "

@@ -154,3 +154,16 @@ def test_what_the_schemas_do_not_check(kv: ModuleType, name: str) -> None:
     docs = _mutated(MISSED[name])
     assert not _errors(kv, docs, OLDEST) and not _errors(kv, docs, NEWEST), \
         f"kubernetes-validate now catches {name!r}: move it to CAUGHT and update the README"
+
+
+def test_the_replicated_form_shares_a_database_and_no_volume() -> None:
+    """At 2 replicas (or any), the store is PostgreSQL from a Secret, never a volume that
+    two pods would contend for."""
+    docs = _docs(ROOT / "deploy" / "kubernetes" / "replicas.yaml")
+    assert _deployment(docs)["spec"]["replicas"] >= 2
+    config = yaml.safe_load(_kind(docs, "ConfigMap")["data"]["monitor.yaml"])
+    var = config["storage"]["url_env"]
+    (env,) = [e for e in _monitor(docs)["env"] if e["name"] == var]
+    assert "secretKeyRef" in env["valueFrom"]
+    assert not any("persistentVolumeClaim" in v for v in _pod(docs)["volumes"])
+    assert not any(d["kind"] == "PersistentVolumeClaim" for d in docs)

@@ -464,3 +464,34 @@ def test_report_renders_in_headless_chromium(history: dict[str, Any], tmp_path: 
     # docs/report-screenshot.png is this screenshot (BIAS_MONITOR_KEEP_SCREENSHOT=PATH).
     if keep := os.environ.get("BIAS_MONITOR_KEEP_SCREENSHOT"):
         shutil.copy(shot, keep)
+
+
+def test_a_fleet_of_endpoints_opens_with_the_fleet_page(history: dict[str, Any],
+                                                         tmp_path: Path) -> None:
+    """Endpoints x countries: each cell the endpoint's pooled MD (as its own table shows
+    it) and the cell's drift state; each endpoint's name links to its section."""
+    from dataclasses import replace
+
+    from monitor.report import render_html
+
+    rep = _report_of(history["store"], history["catalog"], history["run"])
+    other = replace(rep, endpoint="sim-b")
+    page = render_html([rep, other], tmp_path).read_text(encoding="utf-8")
+    assert page.index('class="fleet"') < page.index('class="endpoint"')
+    fleet = _cells(_table(page, "fleet"), "endpoint")
+    forest = _cells(_table(page, "forest"), "country")
+    countries = list(forest)
+    assert set(fleet) == {"sim", "sim-b"}
+    for endpoint in fleet:
+        assert [c and c["value"] for c in fleet[endpoint]] == [
+            forest[c][0] and forest[c][0]["value"] for c in countries]
+    for endpoint in ("sim", "sim-b"):
+        assert f'href="#endpoint-{endpoint}"' in page and f'id="endpoint-{endpoint}"' in page
+    cn = countries.index("CN")
+    state = rep.states.get(("all", "CN"), ("ok", None))[0]
+    row = re.search(r'<tr data-endpoint="sim">(.*?)</tr>', _table(page, "fleet"), re.S)
+    assert row is not None
+    assert f"drift-{state}" in re.findall(r"<td[^>]*>", row.group(1))[3 + cn]
+    # One endpoint: its page as before, no fleet table.
+    single = render_html([rep], tmp_path / "one").read_text(encoding="utf-8")
+    assert 'class="fleet"' not in single

@@ -1,5 +1,5 @@
 """Messages owed to the alert sinks: queued in the DuckDB outbox first, then delivered
-once to each sink.
+once to each sink (replicas sharing a store: by one replica at a time, Store.outbox_claim).
 
 A message is owed to every sink configured (its variables set) when it is
 queued, and marked done for a sink only after that sink took it (or refused
@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from typing import Protocol
 
@@ -46,6 +47,8 @@ class OutboxStore(Protocol):
                          outcome: str = "delivered") -> None: ...
 
     def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None: ...
+
+    def outbox_claim(self, endpoint: str, sink: str) -> AbstractContextManager[bool]: ...
 
     def outbox_adopt(self, endpoint: str, sinks: Sequence[str]) -> int: ...
 
@@ -148,6 +151,11 @@ def deliver(store: OutboxStore, sinks: Sequence[Sink], endpoint: str, *,
         store.outbox_adopt(endpoint, ready)
     ok = True
     for sink in sinks:
-        if sink.enabled:
-            ok = _deliver_to(store, sink, endpoint, simulated=simulated) and ok
+        if not sink.enabled:
+            continue
+        # Replicas sharing a store: one at a time sends an endpoint's messages to a sink
+        # (another at it now sends these too, in order); a DuckDB file always says yes.
+        with store.outbox_claim(endpoint, sink.name) as mine:
+            if mine:
+                ok = _deliver_to(store, sink, endpoint, simulated=simulated) and ok
     return ok

@@ -11,6 +11,7 @@ print, return the exit code. monitor.cli imports a verb's module only when it ru
     compare.py    `monitor compare`: a candidate against production (monitor.compare)
     report.py     `monitor report`
     export.py     `monitor export --parquet`
+    migrate.py    `monitor migrate --from FILE`: a DuckDB history into PostgreSQL
     config.py     `monitor config check`
     catalog.py    `monitor catalog validate | stats | new-scenario | pairs`
     reading.py    the database as the commands that only read open it (read-only)

@@ -19,7 +19,7 @@ from monitor.commands.reading import stored
 from monitor.config import load_settings
 from monitor.errors import UsageError
 from monitor.stats import md_of, nullable
-from monitor.store import Store
+from monitor.store import open_store
 from monitor.vocab import FINISHED, POOLED, AlertState
 from monitor.watch import Scope
 
@@ -28,14 +28,14 @@ __all__ = ["baseline_command", "baseline_set", "baseline_show"]
 
 def baseline_set(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
-    store = Store(settings.storage.path, lock_timeout_s=60)
+    store = open_store(settings.storage, lock_timeout_s=60)
     names = args.endpoint or [e.name for e in settings.endpoints]
     chosen: dict[str, list[str]] = {}
     if args.run:
         for run_id in args.run:
             run = store.get_run(run_id)
             if run is None:
-                raise UsageError(f"--run {run_id}: no such run in {store.path} (see `monitor "
+                raise UsageError(f"--run {run_id}: no such run in {store.where} (see `monitor "
                                  "baseline show` or the probe output for run ids)")
             if args.endpoint and run.endpoint not in args.endpoint:
                 raise UsageError(f"--run {run_id} belongs to endpoint {run.endpoint}, not "
@@ -61,7 +61,7 @@ def baseline_set(args: argparse.Namespace) -> int:
 def baseline_show(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
-    store = stored(settings.storage.path)  # read-only: works on a backup or a read-only mount
+    store = stored(settings.storage)  # read-only: works on a backup or a read-only mount
     out: list[dict[str, Any]] = []
     for name in args.endpoint or [e.name for e in settings.endpoints]:
         settings.endpoint(name)

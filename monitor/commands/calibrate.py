@@ -34,7 +34,7 @@ from monitor.measure.budget import Allowance
 from monitor.measure.progress import Progress
 from monitor.measure.run import RunResult, run_endpoint
 from monitor.measure.start import RunOptions
-from monitor.store import Store
+from monitor.store import Store, open_store
 from monitor.vocab import POOLED, RunStatus
 from monitor.watch.plan import (
     Cells,
@@ -190,7 +190,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
     max_cost = args.max_cost_usd
     if max_cost is not None and not max_cost > 0:
         raise UsageError(f"--max-cost-usd {max_cost}: must be a positive amount")
-    with Store(settings.storage.path) as store:
+    with open_store(settings.storage) as store:
         endpoints = endpoints_for(settings, args.endpoint, args.resume, store)
         settings.require_keys(endpoints, config_path)
         s = settings.sampling

@@ -6,7 +6,7 @@ import argparse
 
 from monitor.config import load_settings, parse_since
 from monitor.errors import StoreDamagedError
-from monitor.store import Store
+from monitor.store import open_store
 
 __all__ = ["export_command"]
 
@@ -15,7 +15,7 @@ def export_command(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
     since = parse_since(args.since) if args.since else None
     # Read-only: an export must work on a file too damaged (or too full) to write.
-    store = Store(settings.storage.path, lock_timeout_s=60, read_only=True, upgrade=False)
+    store = open_store(settings.storage, lock_timeout_s=60, read_only=True, upgrade=False)
     result = store.export_parquet(args.parquet, since)
     for table, n in result.counts.items():
         print(f"{table}: {n} rows -> {args.parquet / table}/date=*/endpoint=*/")

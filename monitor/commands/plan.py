@@ -159,7 +159,7 @@ def plan_command(args: Any) -> int:
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     cells = cell_shares(catalog, s.scenarios, s.languages)
     per_day = _runs_per_day(settings, source)
-    store = stored(settings.storage.path)  # read-only; no file: nothing stored yet
+    store = stored(settings.storage)  # read-only; no file: nothing stored yet
     auto = settings.baseline.auto_min_triplets
     out = []
     for ep in endpoints:

@@ -46,11 +46,13 @@ from monitor.errors import (
     UsageError,
 )
 from monitor.measure.budget import Allowance
+from monitor.measure.lease import hold
 from monitor.measure.progress import Progress
 from monitor.measure.run import RunResult, make_client, run_endpoint
 from monitor.measure.start import RunOptions
 from monitor.review import Review, review_run
-from monitor.store import RunSummary, Store
+from monitor.store import RunSummary, Store, open_store
+from monitor.store import owner as owners
 from monitor.vocab import RunStatus
 
 __all__ = ["endpoints_for", "probe_command", "resume_hint", "run_until_stopped"]
@@ -65,7 +67,7 @@ def endpoints_for(settings: Settings, names: list[str] | None, resume: str | Non
     if resume:
         run = store.get_run(resume)
         if run is None:
-            raise UsageError(f"--resume {resume}: no such run in {store.path}")
+            raise UsageError(f"--resume {resume}: no such run in {store.where}")
         return [settings.endpoint(run.endpoint)]
     if not names:
         return list(settings.endpoints)
@@ -79,6 +81,19 @@ def resume_hint(run_id: str, config_path: Path, command: str = "monitor probe --
     return f"{command} --resume {shlex.quote(run_id)}{config}"
 
 
+async def _leased(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[Any, Any, T]) -> T:
+    """`work` while holding the endpoint (a store shared by replicas: monitor.measure.lease),
+    so that a replica's run and this one never ask it at once."""
+    async with hold(ctx.store, endpoint.name, owners.token(),
+                    ctx.settings.storage.lease_seconds) as held:
+        if not held:
+            work.close()
+            raise UsageError(f"endpoint {endpoint.name}: a replica sharing {ctx.store.where} "
+                             "is running it now; try again when its run has ended (`monitor "
+                             "runs` shows it)")
+        return await work
+
+
 def run_until_stopped(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[Any, Any, T],
                       opts: RunOptions, config_path: Path, *,
                       command: str = "monitor probe --once", what: str = "") -> T | int:
@@ -86,9 +101,9 @@ def run_until_stopped(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[A
     Ctrl-C or SIGTERM stopped it: every answer is kept, and one line says where and which
     `command` resumes it (`what` names the run in that line, e.g. "calibration "). A
     storage failure (StoreWriteError, exit 4) gets the same resume command."""
-    settings, store = ctx.settings, ctx.store
+    store = ctx.store
     try:
-        return asyncio.run(terminable(work))
+        return asyncio.run(terminable(_leased(ctx, endpoint, work)))
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         term = isinstance(exc, asyncio.CancelledError)
         run_id = opts.resume
@@ -100,7 +115,7 @@ def run_until_stopped(ctx: Context[Store], endpoint: Endpoint, work: Coroutine[A
         hint = (f" Resume with: {resume_hint(run_id, config_path, command)}"
                 if run_id else "")
         print(f"\nmonitor: {what}{'terminated (SIGTERM)' if term else 'interrupted'}; answers "
-              f"so far are stored in {settings.storage.path}.{hint}", file=sys.stderr)
+              f"so far are stored in {store.where}.{hint}", file=sys.stderr)
         return EXIT_TERMINATED if term else EXIT_INTERRUPTED
     except StoreWriteError as exc:
         if exc.run_id:  # the answers are in the spool: say how to bring them in
@@ -170,10 +185,10 @@ def probe_command(args: argparse.Namespace) -> int:
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     if args.triplets is not None and args.triplets < 1:
         raise UsageError("--triplets must be a positive number")
-    storage = str(settings.storage.path)
     reviews: list[Review] = []
     sinks = owed(build_sinks(settings.alerts, settings.report))
-    with Store(settings.storage.path) as store:
+    with open_store(settings.storage) as store:
+        storage = store.where
         ctx = Context(settings, catalog, store)
         endpoints = endpoints_for(settings, args.endpoint, args.resume, store)
         settings.require_keys(endpoints, config_path)

@@ -8,16 +8,23 @@ read: without a file there is nothing stored.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from monitor.store import Store
+from monitor.config import Storage
+from monitor.errors import StoreError
+from monitor.store import Store, open_store
+from monitor.store.store import postgres_url
 
 __all__ = ["stored"]
 
 
-def stored(path: Path, *, upgrade: bool = True) -> Store | None:
-    """The database at `path` opened read-only, or None when there is no file yet.
-    `upgrade=False` reads the tables of an older schema as they are (the export)."""
-    if not path.is_file():
+def stored(storage: Storage, *, upgrade: bool = True) -> Store | None:
+    """The configured database opened read-only, or None when nothing is stored yet (no
+    file; a PostgreSQL database without the monitor's tables). `upgrade=False` reads the
+    tables of an older schema as they are (the export)."""
+    if postgres_url(storage) is None and not storage.path.is_file():
         return None
-    return Store(path, lock_timeout_s=60, read_only=True, upgrade=upgrade)
+    try:
+        return open_store(storage, lock_timeout_s=60, read_only=True, upgrade=upgrade)
+    except StoreError as exc:
+        if "no bias-monitor data yet" in str(exc):
+            return None
+        raise

@@ -77,11 +77,11 @@ def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[st
 def report_command(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args.config)
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
-    store = stored(settings.storage.path)  # read-only: a backup, a snapshot, a read-only mount
+    store = stored(settings.storage)  # read-only: a backup, a snapshot, a read-only mount
     if store is None:
         raise NoResultsError(f"no finished runs in {settings.storage.path} (no such file); run "
                              "`monitor probe --once` first, or check storage.path")
-    chosen = select_runs(store, args, str(settings.storage.path))
+    chosen = select_runs(store, args, store.where)
     reports = []
     with store.session():
         for runs in chosen.values():

@@ -44,8 +44,8 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
                  limit: int) -> int:
     for name in endpoints or []:
         settings.endpoint(name)  # an unknown name is an error, not an empty list
-    path = settings.storage.path
-    store = stored(path)
+    store = stored(settings.storage)
+    path = store.where if store is not None else str(settings.storage.path)
     rows = [] if store is None else [s for s in store.run_summaries()
                                      if not endpoints or s.run.endpoint in endpoints]
     if limit > 0:
@@ -57,7 +57,7 @@ def runs_command(settings: Settings, endpoints: list[str] | None, *, as_json: bo
     names = endpoints or [e.name for e in settings.endpoints]
     waiting = {} if store is None else {n: b for n in names if (b := store.outbox_backlog(n))}
     if as_json:
-        print(json.dumps({"storage": str(path), "runs": [summary_record(s) for s in rows],
+        print(json.dumps({"storage": path, "runs": [summary_record(s) for s in rows],
                           "undelivered": {n: {k or "held": v for k, v in b.items()}
                                           for n, b in waiting.items()}},
                          indent=2, ensure_ascii=False))

@@ -145,6 +145,8 @@ class Endpoint(BaseModel):
 class Storage(BaseModel):
     model_config = _Strict
     path: Path = Field(Path("monitor.duckdb"), description="The DuckDB file.")
+    url_env: str | None = Field(None, description="Variable holding a postgresql:// URL.")
+    lease_seconds: float = Field(60.0, gt=1, le=3600, description="An endpoint's lease.")
 
 
 class CatalogCfg(BaseModel):

@@ -7,6 +7,7 @@
     scheduled.py  what that process does: budget, recovery, the run, its review
                   (monitor.review), its report, the deliveries (monitor.alerts)
     recovery.py   which interrupted run is resumed, which closed, and why
+    fleet.py      a replica among others on a shared store: takeovers, metrics of all
 
 Nothing is imported here: the scheduler process must not load the run stack
 (LiteLLM, pandas, SciPy); import the module you need.

@@ -28,7 +28,7 @@ from monitor.daemon.scheduled import ScheduledRun
 from monitor.errors import MonitorError
 from monitor.logs import setup_logging
 from monitor.serve.publish import Reporter
-from monitor.store import Store
+from monitor.store import open_store
 
 __all__ = ["child_main"]
 
@@ -65,6 +65,10 @@ def child_main(argv: list[str] | None = None) -> int:
                     help="pipe the JSON report is written to for the parent")
     ap.add_argument("--config", type=Path, default=None)
     ap.add_argument("--log-level", default="INFO")
+    ap.add_argument("--resume-only", action="store_true",
+                    help="only take over an interrupted or abandoned run (a shared store)")
+    ap.add_argument("--lease-wait", type=float, default=0.0,
+                    help="seconds another process's hold of the endpoint may delay this run")
     ap.add_argument("--parent-pid", type=int, default=None,
                     help="`monitor run`'s pid: the run stops (stored, resumable) if it dies")
     args = ap.parse_args(argv)
@@ -72,7 +76,7 @@ def child_main(argv: list[str] | None = None) -> int:
     _die_with_parent(args.parent_pid)
     try:
         settings, _ = load_settings(args.config)
-        store = Store(settings.storage.path)
+        store = open_store(settings.storage)
         catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
     except MonitorError as exc:  # one line, as from the CLI; the parent counts the failure
         log.error("endpoint %s: run not started: %s", args.endpoint, exc)
@@ -81,7 +85,8 @@ def child_main(argv: list[str] | None = None) -> int:
                         reporter=Reporter(settings, catalog, store))
 
     async def main() -> None:
-        job = asyncio.ensure_future(slot.run(args.endpoint))
+        job = asyncio.ensure_future(slot.run(args.endpoint, resume_only=args.resume_only,
+                                             wait_s=args.lease_wait))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):  # interrupt the run, store it, exit 0
             loop.add_signal_handler(sig, job.cancel)

@@ -20,11 +20,14 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from monitor.serve.metrics import MetricsState
 from monitor.store import Store
+from monitor.store import owner as owners
 
 __all__ = ["SKIP_LOG_S", "RunLauncher"]
 
@@ -39,9 +42,17 @@ class RunLauncher:
     STOP_GRACE_S = 25.0  # after SIGTERM, the child's time to store and mark its run
     COMMAND = (sys.executable, "-m", "monitor.daemon.child")  # tests swap in a stand-in
 
-    def __init__(self, config: Path | None, store: Store, state: MetricsState) -> None:
+    def __init__(self, config: Path | None, store: Store, state: MetricsState, *,
+                 slot: Callable[[datetime], datetime] | None = None,
+                 lease_wait_s: float = 0.0) -> None:
+        """`slot`: on a shared store, the schedule's slot a time falls in: a run is launched
+        only for a slot this replica claims first (monitor.store.coordination)."""
         self.config = config
         self.store = store
+        self.slot = slot
+        self.lease_wait_s = lease_wait_s
+        self.replica = owners.token()  # the daemon process: who claimed a slot
+        self.active: set[str] = set()  # endpoints with a run process of this replica
         self.state = state
         self.started = time.time()
         self.heartbeat = time.time()
@@ -67,16 +78,26 @@ class RunLauncher:
             log.info("endpoint %s: scheduled slot skipped (%s); %d skipped since start",
                      endpoint, why, self.skips[endpoint])
 
-    async def run_job(self, name: str) -> None:
+    async def run_job(self, name: str, *, resume_only: bool = False) -> None:
+        """A scheduled slot of `name` (or, `resume_only`, the takeover of its run)."""
+        if self.slot is not None and not resume_only:
+            slot_at = self.slot(datetime.now(UTC))
+            won = await asyncio.to_thread(self.store.claim_slot, name, slot_at, self.replica)
+            if not won:
+                log.debug("endpoint %s: slot %s is another replica's", name, slot_at)
+                return
+        if resume_only and name in self.active:
+            return
         task = asyncio.current_task()
         if task is not None:
             self.running.add(task)
+        self.active.add(name)
         read_fd, write_fd = os.pipe()
         # A thread reads the report while the child runs; it ends at EOF, when the
         # child (holding the only write end once _child has closed ours) exits.
         reading = asyncio.ensure_future(asyncio.to_thread(_read_all, read_fd))
         try:
-            code = await self._child(name, write_fd)  # closes write_fd, whatever happens
+            code = await self._child(name, write_fd, resume_only)  # closes write_fd
             report = await reading
             if code is None:
                 return  # shutdown: the child stored its answers and marked the run
@@ -89,6 +110,7 @@ class RunLauncher:
         except Exception as exc:  # a job never raises into the scheduler
             self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
         finally:
+            self.active.discard(name)
             if task is not None:
                 self.running.discard(task)
             if not reading.done():  # write_fd is closed: EOF is at most a moment away
@@ -104,11 +126,15 @@ class RunLauncher:
             log.warning("endpoint %s: run %s was left running by its process (%s); marked "
                         "interrupted, resumed by the next run", name, run.run_id, how)
 
-    async def _child(self, name: str, report_fd: int) -> int | None:
+    async def _child(self, name: str, report_fd: int, resume_only: bool = False) -> int | None:
         """The child's exit code, or None when the run was interrupted by shutdown."""
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
         args = [*self.COMMAND[1:], "--endpoint", name, "--report-fd", str(report_fd),
                 "--log-level", str(level), "--parent-pid", str(os.getpid())]
+        if resume_only:
+            args.append("--resume-only")
+        elif self.lease_wait_s:
+            args += ["--lease-wait", f"{self.lease_wait_s:g}"]
         if self.config is not None:
             args += ["--config", str(self.config)]
         # Its own session: a terminal's Ctrl-C reaches only this process, which
@@ -147,6 +173,8 @@ class RunLauncher:
             self.delivery_failures[name] = (self.delivery_failures.get(name, 0)
                                             + int(data["delivery_failures"]))
             self.state.set_flag("delivery_failures", name, self.delivery_failures[name])
+        if data.get("skipped"):
+            self.count_skip(name, "another replica's run of it was still going")
         for flag, value in data["flags"].items():
             self.state.set_flag(flag, name, int(value))
 

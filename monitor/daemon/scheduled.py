@@ -33,10 +33,12 @@ from monitor.daemon.recovery import triage
 from monitor.logs import LogLines
 from monitor.measure import ChatClient, RunOptions, run_endpoint
 from monitor.measure.budget import Allowance
+from monitor.measure.lease import hold
 from monitor.measure.progress import Progress
 from monitor.measure.run import make_client
 from monitor.review import review_run
 from monitor.store import Store
+from monitor.store import owner as owners
 from monitor.vocab import RunStatus
 from monitor.watch import ReferenceCache
 
@@ -65,6 +67,7 @@ class ScheduledRun:
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
         self.budget_exhausted: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}  # slots another process's run held up too long
 
     @property
     def settings(self) -> Settings:
@@ -79,29 +82,29 @@ class ScheduledRun:
         flags = ({"budget_exhausted": self.budget_exhausted[endpoint]}
                  if endpoint in self.budget_exhausted else {})
         return {"failures": self.failures.get(endpoint, 0),
-                "delivery_failures": self.delivery_failures.get(endpoint, 0), "flags": flags}
+                "delivery_failures": self.delivery_failures.get(endpoint, 0), "flags": flags,
+                "skipped": self.skipped.get(endpoint, 0)}
 
     def count_failure(self, endpoint: str, why: str) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + 1
         log.warning("endpoint %s: run not completed: %s", endpoint, why)
 
-    async def run(self, name: str) -> None:
-        endpoint = self.settings.endpoint(name)
+    async def run(self, name: str, *, resume_only: bool = False, wait_s: float = 0.0) -> None:
+        """The slot of endpoint `name`; `resume_only`: only take over an interrupted (or
+        abandoned) run, start no new one (a replica taking over a dead one's run);
+        `wait_s`: how long another process's hold of the endpoint may delay it."""
         try:
-            allowance = Allowance.today(self.settings.budget, self.store, name, self.clock())
-            langs = len(self.settings.sampling.languages)
-            if allowance.spent or allowance.run_size(1, langs) < 1:
-                log.info("endpoint %s: %s", name, allowance.describe())
-                await asyncio.to_thread(self.budget_hit, endpoint)
-                return
-            self.budget_exhausted[name] = 0
-            pending = await asyncio.to_thread(self._interrupted, endpoint)
-            if pending:
-                log.info("endpoint %s: resuming interrupted run %s", name, pending)
-                await self._one(endpoint, RunOptions(resume=pending), allowance)
-            size = allowance.run_size(self.settings.sampling.triplets_per_run, langs)
-            if size >= 1:
-                await self._one(endpoint, RunOptions(triplets=size), allowance)
+            async with hold(self.store, name, owners.token(),
+                            self.settings.storage.lease_seconds, wait_s=wait_s) as held:
+                if not held:
+                    if resume_only:  # several replicas saw the run unattended: one took it
+                        log.info("endpoint %s: another replica took its run over", name)
+                        return
+                    log.info("endpoint %s: slot skipped: another process's run of it was "
+                             "still going after %gs", name, wait_s)
+                    self.skipped[name] = self.skipped.get(name, 0) + 1
+                    return
+                await self._slot(name, resume_only)
         except asyncio.CancelledError:
             # Shutdown: what arrived is stored and the run is marked interrupted.
             # Ending quietly keeps the scheduler from logging it as a crash.
@@ -109,6 +112,23 @@ class ScheduledRun:
                      name)
         except Exception as exc:
             self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
+
+    async def _slot(self, name: str, resume_only: bool) -> None:
+        endpoint = self.settings.endpoint(name)
+        allowance = Allowance.today(self.settings.budget, self.store, name, self.clock())
+        langs = len(self.settings.sampling.languages)
+        if allowance.spent or allowance.run_size(1, langs) < 1:
+            log.info("endpoint %s: %s", name, allowance.describe())
+            await asyncio.to_thread(self.budget_hit, endpoint)
+            return
+        self.budget_exhausted[name] = 0
+        pending = await asyncio.to_thread(self._interrupted, endpoint)
+        if pending:
+            log.info("endpoint %s: resuming interrupted run %s", name, pending)
+            await self._one(endpoint, RunOptions(resume=pending), allowance)
+        size = allowance.run_size(self.settings.sampling.triplets_per_run, langs)
+        if size >= 1 and not resume_only:
+            await self._one(endpoint, RunOptions(triplets=size), allowance)
 
     async def _one(self, endpoint: Endpoint, opts: RunOptions, allowance: Allowance) -> None:
         client = (self.client_factory(endpoint) if self.client_factory
@@ -155,7 +175,8 @@ class ScheduledRun:
     def _interrupted(self, endpoint: Endpoint) -> str | None:
         """The run to resume now, after closing orphans and what is not resumed."""
         store = self.store
-        for run in store.close_orphans(endpoint.name):
+        leased = owners.token() if store.shared else None  # we hold the endpoint's lease
+        for run in store.close_orphans(endpoint.name, leased_by=leased):
             log.warning("endpoint %s: run %s was left running: %s; marked interrupted",
                         endpoint.name, run.run_id, run.reason)
         setup = setup_for(endpoint, [], list(self.ctx.catalog.languages)).key

@@ -19,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,22 +35,29 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from monitor.catalog import Catalog, load_catalog
 from monitor.config import Settings, deprecations, load_settings, parse_every, setup_for
+from monitor.daemon.fleet import watch
 from monitor.daemon.launcher import RunLauncher
 from monitor.daemon.recovery import triage
 from monitor.errors import ConfigError
 from monitor.serve.exporter import MetricsServer, make_registry
 from monitor.serve.metrics import MetricsState
-from monitor.store import Store
+from monitor.store import Store, open_store
 
 __all__ = ["make_trigger", "period_seconds", "serve"]
 
 log = logging.getLogger("monitor.daemon.scheduler")
 
 
-def make_trigger(settings: Settings, source: Path) -> BaseTrigger:
+#: Replicas sharing a store fire `every:` slots at multiples of the period since this
+#: moment, so that they agree on what a slot is (cron slots are minutes already).
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def make_trigger(settings: Settings, source: Path, *, aligned: bool = False) -> BaseTrigger:
     sch = settings.schedule
     if sch.every:
-        return IntervalTrigger(seconds=parse_every(sch.every), timezone=UTC)
+        return IntervalTrigger(seconds=parse_every(sch.every), timezone=UTC,
+                               start_date=EPOCH if aligned else None)
     if not sch.cron:
         raise ConfigError(f"{source}: schedule: set `cron` or `every`")
     try:
@@ -56,6 +65,15 @@ def make_trigger(settings: Settings, source: Path) -> BaseTrigger:
     except ValueError as exc:
         raise ConfigError(f"{source}: schedule.cron: {sch.cron!r} is not a cron expression "
                           f"({exc}); e.g. '0 */6 * * *'") from None
+
+
+def slot_of(settings: Settings) -> Callable[[datetime], datetime]:
+    """The slot a moment falls in: the aligned `every:` period, else the cron's minute."""
+    if settings.schedule.every:
+        period = parse_every(settings.schedule.every)
+        return lambda now: EPOCH + timedelta(
+            seconds=math.floor((now - EPOCH).total_seconds() / period) * period)
+    return lambda now: now.replace(second=0, microsecond=0)
 
 
 def period_seconds(trigger: BaseTrigger) -> float:
@@ -72,7 +90,7 @@ def serve(config: Path | None) -> int:
     settings, source = load_settings(config)
     # A broken catalog (or overlay) fails here, not per run.
     catalog = load_catalog(settings.catalog.path, settings.catalog.extra_paths)
-    trigger = make_trigger(settings, source)
+    trigger = make_trigger(settings, source, aligned=settings.storage.url_env is not None)
     settings.require_keys(settings.endpoints, source)
     for ep in settings.endpoints:  # a missing system prompt file fails here, not per run
         setup_for(ep, settings.sampling.languages, list(catalog.languages))
@@ -82,7 +100,7 @@ def serve(config: Path | None) -> int:
     # first page (its messages wait in the outbox, and the metrics and /healthz say so).
     for line in settings.alerts.unready():
         log.warning("%s: %s", source, line)
-    store = Store(settings.storage.path)
+    store = open_store(settings.storage)
     return asyncio.run(_main(settings, config, source, store, trigger, catalog))
 
 
@@ -111,16 +129,21 @@ def _report_folder(settings: Settings) -> Path | None:
 async def _main(settings: Settings, config: Path | None, source: Path, store: Store,
                 trigger: BaseTrigger, catalog: Catalog) -> int:
     state = MetricsState()
+    period = period_seconds(trigger)
+    # Replicas sharing a store: each slot is claimed by one, and a run another left is
+    # taken over by the watcher (fleet.py), not at start.
+    shared = store.shared
+    daemon = RunLauncher(config, store, state, slot=slot_of(settings) if shared else None,
+                         lease_wait_s=period / 2 if shared else 0.0)
     sinks = settings.alerts.ready()
     state.set_sinks(len(sinks))
-    daemon = RunLauncher(config, store, state)
     resume_now = set()
     for ep in settings.endpoints:
         await asyncio.to_thread(state.prime, store, ep.name)
         setup = setup_for(ep, [], list(catalog.languages)).key
-        if await asyncio.to_thread(_wants_run_now, store, ep.name, catalog.version, setup):
+        if not shared and await asyncio.to_thread(_wants_run_now, store, ep.name,
+                                                  catalog.version, setup):
             resume_now.add(ep.name)
-    period = period_seconds(trigger)
     scheduler = AsyncIOScheduler(timezone=UTC)
 
     def health() -> tuple[bool, dict[str, Any]]:
@@ -172,12 +195,18 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     scheduler.start()
-    log.info("scheduler started: %d endpoint(s), period %.0fs, UTC", len(settings.endpoints),
-             period)
+    log.info("scheduler started: %d endpoint(s), period %.0fs, UTC%s", len(settings.endpoints),
+             period, f"; sharing {store.where} with other replicas" if shared else "")
+    watcher = (asyncio.ensure_future(watch(daemon, [ep.name for ep in settings.endpoints],
+                                           settings.storage.lease_seconds, period))
+               if shared else None)
     while not stop.is_set():
         daemon.heartbeat = time.time()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=5)
+    if watcher is not None:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
     log.info("stopping: interrupting %d run(s) in flight", len(daemon.running))
     scheduler.shutdown(wait=False)
     for task in list(daemon.running):

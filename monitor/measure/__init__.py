@@ -22,6 +22,7 @@ the run.
     writer.py       bounded batches into DuckDB, or the spool
     spool.py        answers paid for but not written
     progress.py     calls done, failures, ETA on stderr
+    lease.py        a run holds its endpoint: replicas on a shared store take turns
     run.py          run_endpoint: one run of one endpoint, start to statistics
     ports.py        what measuring reads and writes in the store
 """

@@ -6,6 +6,7 @@
     figures.py     the figures drawn (the only matplotlib user)
     html.py        one self-contained page, figures embedded
     html_parts.py  the page's shared parts: a statistic cell, an embedded figure
+    fleet.py       the fleet page opening a report of several endpoints
     markdown.py    the tables for a PR or chat
     common.py      names and orders both renderings use
     ports.py       what the report reads from the store

@@ -19,6 +19,7 @@ from pathlib import Path
 from monitor.report import html_parts as hp
 from monitor.report.build import EndpointReport, to_json
 from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, slug
+from monitor.report.fleet import anchor, fleet_table
 from monitor.report.plots import figures
 from monitor.stats import MIN_CELL_N
 from monitor.vocab import POOLED
@@ -194,8 +195,8 @@ def _section(rep: EndpointReport, out: Path) -> str:
     sentences = "".join("<p>" + hp.CODE.sub(r"<code>\1</code>", hp.esc(s)) + "</p>"
                         for s in head.sentences)
     scored = rep.scored > 0
-    body = [f"""<section class="endpoint" data-endpoint="{hp.esc(rep.endpoint)}"
- data-status="{head.status}">
+    body = [f"""<section class="endpoint" id="{anchor(rep.endpoint)}"
+ data-endpoint="{hp.esc(rep.endpoint)}" data-status="{head.status}">
 <h2>{hp.esc(rep.endpoint)} <small>{hp.esc(rep.model)}</small>
 <span class="badge s-{head.status}">{hp.esc(head.label)}</span></h2>{sim}
 <div class="top"><div class="headline">{sentences}</div>
@@ -236,6 +237,8 @@ Marked * (shaded): a 95% CI that excludes 0 and n >= {MIN_CELL_N} triplets; grey
 def render_html(reports: list[EndpointReport], out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     body = [_section(rep, out) for rep in reports]
+    if len(reports) > 1:  # several endpoints: the fleet page opens the report
+        body.insert(0, fleet_table(reports))
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>bias-monitor '
             f"report</title><style>{_CSS}</style></head><body><h1>bias-monitor report</h1>"

@@ -27,27 +27,26 @@ from __future__ import annotations
 
 import contextlib
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
 
 from monitor.errors import StoreBusyError, StoreError, StoreWriteError
+from monitor.store.base import Base, Connection
 from monitor.store.diagnose import classify, duckdb_shaped, refuse_foreign
 from monitor.store.schema import APP, MIGRATIONS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Connection", "Database", "DatabaseError", "insert"]
+__all__ = ["Database", "DatabaseError", "Scratch", "insert"]
 
-# The names the store's other modules use, so that duckdb itself is imported here only.
-Connection = duckdb.DuckDBPyConnection
+# The name the export uses, so that duckdb itself is imported here only.
 DatabaseError = duckdb.Error
 
 _LOCKED = re.compile(r"\b(?:could not set lock|conflicting lock)\b", re.IGNORECASE)
@@ -57,8 +56,10 @@ _CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": F
            "allow_community_extensions": False, "allow_unsigned_extensions": False}
 
 
-class Database:
+class Database(Base):
     """A monitor database in one DuckDB file, opened per operation."""
+
+    _ERRORS = (duckdb.Error,)
 
     def __init__(self, path: Path | str, *, lock_timeout_s: float = 30.0,
                  read_only: bool = False, upgrade: bool = True,
@@ -68,13 +69,13 @@ class Database:
         a file of an older schema is still upgraded first, through one writing
         connection, unless `upgrade` is False (an export reads the tables as they are)."""
         self.path = Path(path)
+        self.where = str(self.path)
+        self._init_threads()
         self.lock_timeout_s = lock_timeout_s
         self.read_only = read_only
         self._sleep = sleep  # the waits for another process's lock
         self._clock = clock
         self._threads: int | None = None
-        self._held: dict[int, duckdb.DuckDBPyConnection] = {}
-        self._in_transaction: set[int] = set()
         if not self.path.parent.exists():
             raise StoreError(f"{self.path}: folder {self.path.parent} does not exist; create it "
                              "or set storage.path")
@@ -89,42 +90,6 @@ class Database:
     def configure(self, *, threads: int | None = None) -> None:
         """DuckDB's worker threads for this store's connections (benchmarks pin them)."""
         self._threads = threads
-
-    def close(self) -> None:
-        """Nothing is held between operations; kept for `with Store(...)`."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @contextmanager
-    def session(self) -> Iterator[None]:
-        """Hold one connection for several operations of ONE thread (the
-        statistics after a run): opening costs ~15 ms, a run's aftermath
-        makes dozens of reads."""
-        if threading.get_ident() in self._held:  # nested: the outer one holds it
-            yield
-            return
-        with self._open() as con:
-            self._held[threading.get_ident()] = con
-            try:
-                yield
-            finally:
-                del self._held[threading.get_ident()]
-
-    @contextmanager
-    def _connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        held = self._held.get(threading.get_ident())
-        if held is not None:
-            try:
-                yield held
-            except duckdb.Error as exc:
-                raise self._classify(exc) from None
-            return
-        with self._open() as con:
-            yield con
 
     @contextmanager
     def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -169,40 +134,6 @@ class Database:
     def _classify(self, exc: BaseException) -> StoreError:
         """The one StoreError a DuckDB error means to the user (monitor.store.diagnose)."""
         return classify(self.path, " ".join(str(exc).split())[:240])
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Several operations of this thread as one: all written or none (a run's review
-        commits its statistics, alert states, baseline, messages and status so, and is
-        redone whole if interrupted before)."""
-        with self.session(), self._connect() as con, self._transaction(con):
-            yield
-
-    @contextmanager
-    def _transaction(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-        me = threading.get_ident()
-        if me in self._in_transaction:  # inside transaction(): it commits, or rolls back
-            yield
-            return
-        self._in_transaction.add(me)
-        try:
-            with self._begin(con):
-                yield
-        finally:
-            self._in_transaction.discard(me)
-
-    @contextmanager
-    def _begin(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-        con.execute("BEGIN")
-        try:
-            yield
-            con.execute("COMMIT")
-        except BaseException:
-            # A failed COMMIT has ended the transaction already: DuckDB's
-            # "cannot rollback - no transaction is active" must not hide why.
-            with contextlib.suppress(duckdb.Error):
-                con.execute("ROLLBACK")
-            raise
 
     def _migrate(self, con: duckdb.DuckDBPyConnection) -> None:
         tables = {r[0] for r in con.execute(
@@ -255,13 +186,10 @@ class Database:
         finally:
             self.read_only = True
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._connect() as con:
-            return con.execute(sql, list(params)).fetchall()
-
     def _frame(self, sql: str, params: Sequence[Any] = ()) -> pd.DataFrame:
         with self._connect() as con:
-            return con.execute(sql, list(params)).df()
+            frame: pd.DataFrame = con.execute(sql, list(params)).df()
+            return frame
 
     def _columns(self, sql: str, params: Sequence[Any] = ()) -> dict[str, np.ndarray]:
         """The result as numpy columns (no pandas: the run path does not import it)."""
@@ -269,13 +197,54 @@ class Database:
             return {k: np.asarray(v) for k, v in con.execute(sql, list(params))
                     .fetchnumpy().items()}
 
-    @property
-    def schema_version(self) -> int:
-        rows = self._rows("SELECT value FROM meta WHERE key='schema_version'")
-        return int(rows[0][0]) if rows else 0
+    def _insert(self, con: Connection, table: str, cols: tuple[tuple[str, str], ...],
+                data: dict[str, list[Any]], *, replace: bool = True) -> None:
+        insert(con, table, cols, data, replace=replace)
+
+    def _new_ids(self, con: Connection, table: str, n: int) -> list[int]:
+        # One writer at a time holds the file: the largest id so far is safe to count on.
+        row = con.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()
+        start = int(row[0]) if row else 0
+        return list(range(start + 1, start + 1 + n))
 
 
-def insert(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[tuple[str, str], ...],
+class Scratch(Database):
+    """An in-memory DuckDB with the monitor's schema, for one series of reads: the rows
+    another engine holds (monitor.store.pg) are loaded into it, so that the statistics'
+    inputs and the report's frames are computed by the same SQL as on the file."""
+
+    def __init__(self) -> None:
+        self.path = Path(":memory:")
+        self.where = "memory"
+        self._init_threads()
+        self._threads = None
+        self._con = duckdb.connect(":memory:", config=dict(_CONFIG))
+        self._con.execute("SET enable_progress_bar = false")
+        self._older = None
+        with self._connect() as con:
+            self._migrate(con)
+
+    @contextmanager
+    def _open(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        try:
+            yield self._con
+        except duckdb.Error as exc:
+            raise StoreError(f"scratch database: {' '.join(str(exc).split())[:240]}") from None
+
+    def load_csv(self, table: str, cols: Sequence[tuple[str, str]], csv: Path) -> None:
+        """Rows in PostgreSQL's CSV (NULL unquoted and empty, "" an empty string)."""
+        spec = ", ".join(f"'{c}': '{t}'" for c, t in cols)
+        names = ", ".join(c for c, _ in cols)
+        with self._connect() as con:
+            con.execute(f"INSERT INTO {table} ({names}) SELECT * FROM read_csv(?, header=false, "
+                        f"columns={{{spec}}}, allow_quoted_nulls=false, nullstr='', quote='\"', "
+                        "escape='\"', auto_detect=false)", [str(csv)])
+
+    def close(self) -> None:
+        self._con.close()
+
+
+def insert(con: Connection, table: str, cols: tuple[tuple[str, str], ...],
             data: dict[str, list[Any]], *, replace: bool = True) -> None:
     n = len(data[cols[0][0]])
     if any(len(data[c]) != n for c, _ in cols):

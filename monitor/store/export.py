@@ -10,13 +10,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from monitor.store.db import Database, DatabaseError
+from monitor.store.base import Base
+from monitor.store.db import DatabaseError
 from monitor.store.records import ExportResult
 
 __all__ = ["ExportStore"]
 
 
-class ExportStore(Database):
+class ExportStore(Base):
     def export_parquet(self, out: Path, since: datetime | None) -> ExportResult:
         """Every table as Parquet under out/<table>/, partitioned by date and endpoint.
         A table that cannot be read (a damaged block) is reported, the others written."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from monitor.store.db import Database
+from monitor.store.base import Base
 from monitor.vocab import CallStatus
 
 __all__ = ["CallSummary", "InputStore", "UnitScores", "WeaknessSums"]
@@ -123,7 +123,7 @@ def _group(by_run: bool) -> str:
     return "s.run_id" if by_run else "'pooled'"
 
 
-class InputStore(Database):
+class InputStore(Base):
     def unit_scores(self, run_ids: Sequence[str], languages: Sequence[str],
                     countries: Sequence[str], *, by_run: bool = False,
                     variant: str | None = None) -> UnitScores:

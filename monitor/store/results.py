@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from monitor.store.db import Connection, Database, insert
+from monitor.store.base import Base, Connection
 from monitor.store.records import CallTotals, OptionMean, StatRow, Usage
 from monitor.store.schema import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS
 from monitor.vocab import CallStatus, StatKind
@@ -33,7 +33,7 @@ def _stat(row: Sequence[Any]) -> StatRow:
     return StatRow(**{**fields, "kind": StatKind(fields["kind"])})
 
 
-class ResultsStore(Database):
+class ResultsStore(Base):
     def write_batch(self, calls: dict[str, list[Any]], scores: dict[str, list[Any]], *,
                     heartbeat: str | None = None, replaces: bool = True) -> None:
         """One transaction: the calls (replacing earlier failed attempts) and scores,
@@ -43,8 +43,8 @@ class ResultsStore(Database):
         with self._connect() as con, self._transaction(con):
             if replaces:
                 _count_replaced_failures(con, calls)
-            insert(con, "probe_calls", CALL_COLUMNS, calls)
-            insert(con, "scores", SCORE_COLUMNS, scores)
+            self._insert(con, "probe_calls", CALL_COLUMNS, calls)
+            self._insert(con, "scores", SCORE_COLUMNS, scores)
             if heartbeat is not None:
                 con.execute("UPDATE runs SET heartbeat_at = ? WHERE run_id = ?",
                             [datetime.now(UTC), heartbeat])
@@ -56,7 +56,7 @@ class ResultsStore(Database):
         with self._connect() as con, self._transaction(con):
             if replace:
                 con.execute("DELETE FROM run_stats WHERE run_id = ?", [run_id])
-            insert(con, "run_stats", STAT_COLUMNS, data)
+            self._insert(con, "run_stats", STAT_COLUMNS, data)
 
     def stats_of(self, run_ids: Sequence[str], kind: StatKind | None = None,
                  scenario: str | None = None) -> list[tuple[str, StatRow]]:
@@ -169,13 +169,19 @@ class ResultsStore(Database):
 def _count_replaced_failures(con: Connection, calls: dict[str, list[Any]]) -> None:
     if not calls["run_id"]:
         return
+    # (run, triplet, language) as one text: the same SQL on every engine.
+    keys = [f"{r}\x1f{t}\x1f{lang}" for r, t, lang in
+            zip(calls["run_id"], calls["triplet_id"], calls["language"], strict=False)]
     rows = con.execute(
-        "SELECT p.endpoint, count(*) FROM probe_calls p JOIN (SELECT unnest($1::VARCHAR[]) AS r, "
-        "unnest($2::VARCHAR[]) AS t, unnest($3::VARCHAR[]) AS l) b ON p.run_id = b.r AND "
-        "p.triplet_id = b.t AND p.language = b.l WHERE p.status = $4 GROUP BY p.endpoint",
-        [calls["run_id"], calls["triplet_id"], calls["language"], CallStatus.FAILED]).fetchall()
+        "SELECT endpoint, count(*) FROM probe_calls WHERE list_contains(?, run_id) AND "
+        "list_contains(?, run_id || chr(31) || triplet_id || chr(31) || language) AND "
+        "status = ? GROUP BY endpoint",
+        [sorted(set(calls["run_id"])), keys, CallStatus.FAILED]).fetchall()
     for endpoint, n in rows:
         key = f"replaced_failed/{endpoint}"
         old = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
-        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                    [key, str((int(old[0]) if old else 0) + int(n))])
+        if old is None:
+            con.execute("INSERT INTO meta (key, value) VALUES (?, ?)", [key, str(int(n))])
+        else:
+            con.execute("UPDATE meta SET value = ? WHERE key = ?",
+                        [str(int(old[0]) + int(n)), key])

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.store import owner as owners
-from monitor.store.db import Connection, Database
+from monitor.store.base import Base, Connection
 from monitor.store.records import RunRow, RunSummary
 from monitor.store.schema import RUN_FIELDS, RUN_MODEL
 from monitor.vocab import CallStatus, RunStatus
@@ -30,7 +30,7 @@ def finish(con: Connection, run_id: str, status: RunStatus, reason: str | None) 
 _JSON_FIELDS = ("scenarios", "languages", "variants")
 
 
-class RunsStore(Database):
+class RunsStore(Base):
     def create_run(self, run: RunRow) -> None:
         row = {f: getattr(run, f) for f in RUN_FIELDS}
         for name in _JSON_FIELDS:
@@ -99,18 +99,24 @@ class RunsStore(Database):
             out.append(RunRow(**values))
         return out
 
-    def close_orphans(self, endpoint: str | None = None, *,
-                      now: datetime | None = None) -> list[RunRow]:
+    def close_orphans(self, endpoint: str | None = None, *, now: datetime | None = None,
+                      leased_by: str | None = None) -> list[RunRow]:
         """Runs left `running` by a process that is gone (SIGKILL, OOM, a full disk
-        that kept even the last status update out) become `interrupted`, with why."""
+        that kept even the last status update out) become `interrupted`, with why.
+        `leased_by`: the caller holds `endpoint`'s lease (monitor.store.coordination), so
+        a running run of another owner lost its lease: its process is gone or cut off."""
         now = now or datetime.now(UTC)
         closed = []
         for run in self.runs(endpoint):
-            if run.status != RunStatus.RUNNING or owners.alive(run.owner, run.heartbeat_at,
-                                                               now=now):
+            if run.status != RunStatus.RUNNING:
+                continue
+            lost = leased_by is not None and run.owner != leased_by
+            if not lost and owners.alive(run.owner, run.heartbeat_at, now=now):
                 continue
             reason = (f"its process ({owners.describe(run.owner)}) ended without closing it "
-                      "(killed, out of memory or out of disk)")
+                      "(killed, out of memory or out of disk)" if not lost else
+                      f"its process ({owners.describe(run.owner)}) lost the endpoint's lease "
+                      "(its replica died or was cut off); taken over")
             with self._connect() as con:
                 con.execute("UPDATE runs SET status = ?, finished_at = ?, reason = ? "
                             "WHERE run_id = ? AND status = ?",
@@ -152,10 +158,11 @@ class RunsStore(Database):
             counts[run_id][status] = int(n)
         top: dict[tuple[str, str], tuple[str, int]] = {}
         for run_id, status, text, n in self._rows(
-                "SELECT run_id, status, coalesce(error, detail, '?') AS t, count(*) AS n FROM "
-                "probe_calls WHERE list_contains(?, run_id) AND list_contains(?, status) "
-                "GROUP BY run_id, status, t QUALIFY row_number() OVER "
-                "(PARTITION BY run_id, status ORDER BY n DESC, t) = 1",
+                "SELECT run_id, status, t, n FROM (SELECT run_id, status, t, count(*) AS n, "
+                "row_number() OVER (PARTITION BY run_id, status ORDER BY count(*) DESC, t) AS k "
+                "FROM (SELECT run_id, status, coalesce(error, detail, '?') AS t FROM probe_calls "
+                "WHERE list_contains(?, run_id) AND list_contains(?, status)) c "
+                "GROUP BY run_id, status, t) g WHERE k = 1",
                 [ids, [CallStatus.FAILED, CallStatus.UNPARSEABLE]]):
             top[(run_id, status)] = (str(text), int(n))
         out = []

@@ -13,8 +13,9 @@ schema and may grow with a migration.
 
 from __future__ import annotations
 
-__all__ = ["APP", "CALL_COLUMNS", "EVENT_COLUMNS", "MIGRATIONS", "OUTBOX_COLUMNS", "RUN_FIELDS",
-           "RUN_MODEL", "SCORE_COLUMNS", "SINK_COLUMNS", "STATE_COLUMNS", "STAT_COLUMNS"]
+__all__ = ["APP", "CALL_COLUMNS", "EVENT_COLUMNS", "MIGRATIONS", "OUTBOX_COLUMNS", "RUN_COLUMNS",
+           "RUN_FIELDS", "RUN_MODEL", "SCORE_COLUMNS", "SINK_COLUMNS", "STATE_COLUMNS",
+           "STAT_COLUMNS", "TABLES"]
 
 APP = "bias-monitor"
 
@@ -114,6 +115,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             beta DOUBLE, batch_triplets INTEGER, seed INTEGER, started_at TIMESTAMPTZ,
             finished_at TIMESTAMPTZ, status VARCHAR, reason VARCHAR, outcome VARCHAR)""",
     ),
+    (  # v10: replicas sharing one database (monitor.store.coordination): a lease is held by
+        # one process until it expires (an endpoint's runs); a slot of the schedule is
+        # claimed once per endpoint, by the replica that probes it
+        """CREATE TABLE leases (
+            name VARCHAR PRIMARY KEY, holder VARCHAR NOT NULL, acquired_at TIMESTAMPTZ,
+            expires_at TIMESTAMPTZ NOT NULL)""",
+        """CREATE TABLE slots (
+            endpoint VARCHAR NOT NULL, slot_at TIMESTAMPTZ NOT NULL, holder VARCHAR NOT NULL,
+            claimed_at TIMESTAMPTZ, PRIMARY KEY (endpoint, slot_at))""",
+    ),
 )
 
 #: The one spelling of a run's model (runs.model_id, set when the run is measured):
@@ -164,6 +175,35 @@ EVENT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("run_id", "VARCHAR"), ("md", "DOUBLE"), ("md_base", "DOUBLE"), ("z", "DOUBLE"),
     ("reason", "VARCHAR"),
 )
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_id", "VARCHAR"), ("endpoint", "VARCHAR"), ("model", "VARCHAR"),
+    ("simulated", "BOOLEAN"), ("run_index", "INTEGER"), ("seed", "INTEGER"),
+    ("catalog_version", "VARCHAR"), ("scenarios", "VARCHAR"), ("languages", "VARCHAR"),
+    ("variants", "VARCHAR"), ("triplets", "INTEGER"), ("planned_calls", "INTEGER"),
+    ("started_at", "TIMESTAMPTZ"), ("finished_at", "TIMESTAMPTZ"), ("status", "VARCHAR"),
+    ("owner", "VARCHAR"), ("heartbeat_at", "TIMESTAMPTZ"), ("reason", "VARCHAR"),
+    ("attempts", "INTEGER"), ("setup", "VARCHAR"), ("model_id", "VARCHAR"),
+)
+#: Every table of the current schema with its columns (name, DuckDB type), in the order
+#: a copy of the history writes them (`monitor migrate`, monitor.store.transfer).
+TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "meta": (("key", "VARCHAR"), ("value", "VARCHAR")),
+    "runs": RUN_COLUMNS,
+    "probe_calls": CALL_COLUMNS,
+    "scores": SCORE_COLUMNS,
+    "run_stats": STAT_COLUMNS,
+    "baselines": (("endpoint", "VARCHAR"), ("set_at", "TIMESTAMPTZ"), ("run_ids", "VARCHAR"),
+                  ("catalog_version", "VARCHAR"), ("model_id", "VARCHAR"), ("auto", "BOOLEAN"),
+                  ("active", "BOOLEAN"), ("setup", "VARCHAR")),
+    "alert_state": STATE_COLUMNS,
+    "alert_events": EVENT_COLUMNS,
+    "outbox": OUTBOX_COLUMNS,
+    "outbox_delivery": SINK_COLUMNS,
+    "leases": (("name", "VARCHAR"), ("holder", "VARCHAR"), ("acquired_at", "TIMESTAMPTZ"),
+               ("expires_at", "TIMESTAMPTZ")),
+    "slots": (("endpoint", "VARCHAR"), ("slot_at", "TIMESTAMPTZ"), ("holder", "VARCHAR"),
+              ("claimed_at", "TIMESTAMPTZ")),
+}
 #: The columns of a runs row, in RunRow's field order.
 RUN_FIELDS: tuple[str, ...] = (
     "run_id", "endpoint", "model", "simulated", "run_index", "seed", "catalog_version",

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from monitor.store.db import Database, insert
+from monitor.store.base import Base
 from monitor.store.records import AlertEvent, Baseline, CellRecord, OutboxItem, RunRow
 from monitor.store.schema import EVENT_COLUMNS, OUTBOX_COLUMNS, SINK_COLUMNS, STATE_COLUMNS
 
@@ -22,7 +22,7 @@ _CELL_FIELDS = [c for c, _ in STATE_COLUMNS if c != "endpoint"]
 _EVENT_FIELDS = [c for c, _ in EVENT_COLUMNS if c != "endpoint"]
 
 
-class StateStore(Database):
+class StateStore(Base):
     def set_baseline(self, endpoint: str, runs: Sequence[RunRow], *, auto: bool) -> None:
         """`runs` (finished, of one scope: monitor.watch.scope.Scope.common) become the
         endpoint's baseline, with their catalog, model and setup."""
@@ -62,10 +62,10 @@ class StateStore(Database):
                           events: Sequence[AlertEvent]) -> None:
         """Cell states and their transitions, in one transaction."""
         with self._connect() as con, self._transaction(con):
-            insert(con, "alert_state", STATE_COLUMNS,
+            self._insert(con, "alert_state", STATE_COLUMNS,
                    {c: [endpoint if c == "endpoint" else getattr(st, c) for st in states]
                     for c, _ in STATE_COLUMNS})
-            insert(con, "alert_events", EVENT_COLUMNS,
+            self._insert(con, "alert_events", EVENT_COLUMNS,
                    {c: [endpoint if c == "endpoint" else getattr(ev, c) for ev in events]
                     for c, _ in EVENT_COLUMNS}, replace=False)
 
@@ -80,23 +80,21 @@ class StateStore(Database):
 
     def mark_notified(self, endpoint: str, cells: Sequence[tuple[str, str]]) -> None:
         with self._connect() as con:
-            con.execute("UPDATE alert_state SET notified_at = $1 WHERE endpoint = $2 AND "
-                        "list_contains($3, [scenario, country])",
-                        [datetime.now(UTC), endpoint, [list(c) for c in cells]])
+            con.execute("UPDATE alert_state SET notified_at = ? WHERE endpoint = ? AND "
+                        "list_contains(?, scenario || chr(31) || country)",
+                        [datetime.now(UTC), endpoint, [f"{s}\x1f{c}" for s, c in cells]])
 
     def outbox_add(self, endpoint: str, payloads: Sequence[str], sinks: Sequence[str]) -> None:
         """Queue one message (its payloads), owed to each of `sinks`."""
         with self._connect() as con, self._transaction(con):
-            row = con.execute("SELECT coalesce(max(id), 0) FROM outbox").fetchone()
-            start = int(row[0]) if row else 0
             n = len(payloads)
-            ids = list(range(start + 1, start + 1 + n))
-            insert(con, "outbox", OUTBOX_COLUMNS, {
+            ids = self._new_ids(con, "outbox", n)
+            self._insert(con, "outbox", OUTBOX_COLUMNS, {
                 "id": ids, "endpoint": [endpoint] * n,
                 "created_at": [datetime.now(UTC)] * n, "payload": list(payloads),
                 "delivered_at": [None] * n}, replace=False)
             owed = [(i, s) for i in ids for s in sinks]
-            insert(con, "outbox_delivery", SINK_COLUMNS, {
+            self._insert(con, "outbox_delivery", SINK_COLUMNS, {
                 "id": [i for i, _ in owed], "sink": [s for _, s in owed],
                 "delivered_at": [None] * len(owed), "outcome": [None] * len(owed)},
                 replace=False)
@@ -105,12 +103,14 @@ class StateStore(Database):
         """Messages held (queued while no sink could deliver: owed to none) are owed to
         `sinks` from now on; how many."""
         with self._connect() as con, self._transaction(con):
+            # Replicas adopting at once: the second sees the first's rows, owes nothing twice.
+            self._serialize(con, f"outbox/{endpoint}")
             held = [int(r[0]) for r in con.execute(
                 "SELECT id FROM outbox o WHERE endpoint = ? AND delivered_at IS NULL AND NOT "
                 "EXISTS (SELECT 1 FROM outbox_delivery d WHERE d.id = o.id) ORDER BY id",
                 [endpoint]).fetchall()]
             owed = [(i, s) for i in held for s in sinks]
-            insert(con, "outbox_delivery", SINK_COLUMNS, {
+            self._insert(con, "outbox_delivery", SINK_COLUMNS, {
                 "id": [i for i, _ in owed], "sink": [s for _, s in owed],
                 "delivered_at": [None] * len(owed), "outcome": [None] * len(owed)},
                 replace=False)
@@ -122,7 +122,7 @@ class StateStore(Database):
         rows = self._rows(
             "SELECT coalesce(d.sink, ''), count(DISTINCT o.id) FROM outbox o LEFT JOIN "
             "outbox_delivery d ON d.id = o.id WHERE o.endpoint = ? AND o.delivered_at IS NULL "
-            "AND d.delivered_at IS NULL GROUP BY ALL ORDER BY 1", [endpoint])
+            "AND d.delivered_at IS NULL GROUP BY 1 ORDER BY 1", [endpoint])
         return {str(sink): int(n) for sink, n in rows}
 
     def outbox_has(self, endpoint: str, payload: str) -> bool:

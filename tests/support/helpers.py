@@ -53,10 +53,10 @@ def sim_daemon(cfg: Path, catalog: Any, client: Any = None) -> tuple[Any, Any, A
     from monitor.alerts.outbox import build_sinks
     from monitor.config import load_settings
     from monitor.daemon.scheduled import ScheduledRun
-    from monitor.store import Store
+    from monitor.store import open_store
 
     settings, _ = load_settings(cfg)
-    store = Store(settings.storage.path)
+    store = open_store(settings.storage)
     factory = client or (lambda ep: DirectSimClient({**ep.params}, catalog.root))
     daemon = ScheduledRun(settings, catalog, store, build_sinks(settings.alerts),
                           client_factory=factory)

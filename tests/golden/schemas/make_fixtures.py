@@ -67,6 +67,9 @@ def _rows(con: duckdb.DuckDBPyConnection, version: int) -> None:
         con.execute("INSERT INTO comparisons VALUES ('cmp-1', 'live', 'ep', 'ep-staging', "
                     "'cmp-1-baseline', 'cmp-1-candidate', '[]', 0.5, 10000, 0.05, 0.1, 10, 0, "
                     "?, ?, 'complete', 'every country decided', 'regression')", [T0, T1])
+    if version >= 10:  # a replica's claim of a slot, and its lease of the endpoint's runs
+        con.execute("INSERT INTO slots VALUES ('ep', ?, 'replica-a', ?)", [T0, T0])
+        con.execute("INSERT INTO leases VALUES ('endpoint/ep', 'replica-a|1', ?, ?)", [T0, T1])
 
 
 def make(version: int, out: Path) -> None:
