@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from monitor.catalog import load_catalog, read_catalog
+from monitor.catalog.rules import min_options
 from monitor.config import load_settings
 from monitor.context import Context
 from monitor.measure import RunOptions, run_endpoint
@@ -26,6 +27,7 @@ from tests.support.helpers import DirectSimClient, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL = ("en", "ja", "zh", "fr", "de", "ko", "es", "pt", "ar", "hi", "id", "it", "tr", "ru")
+LOCALES = ("pt-PT", "zh-Hant")
 BIASED = {"MX": 2.0, "BR": 2.0, "SA": 2.0, "IN": 2.0, "IT": 2.0, "TR": 2.0}
 
 
@@ -56,14 +58,15 @@ def _copy(fourteen: Path, tmp_path: Path) -> Path:
 def test_the_catalogue_validates_with_fourteen_languages(fourteen: Path) -> None:
     catalog, problems = read_catalog(fourteen)
     assert problems == [], [str(p) for p in problems[:5]]
-    assert catalog is not None and tuple(catalog.languages) == ALL
+    assert catalog is not None and tuple(catalog.languages) == ALL + LOCALES
     assert catalog.local_language("MX") == "es" and catalog.local_language("BR") == "pt"
     tsinghua = catalog.scenarios["university"].options["tsinghua"]
     assert tsinghua.names["id"].startswith("Universitas")  # Indonesian, not the option id
     for scen in catalog.scenarios.values():  # every local country has its 3 options
-        for countries in catalog.languages.values():
+        for countries in catalog.languages.values():  # (a city-state, HK, its city)
             for c in countries:
-                assert sum(o.country == c for o in scen.options.values()) >= 3, (scen.name, c)
+                assert sum(o.country == c for o in scen.options.values()) >= min_options(c), (
+                    scen.name, c)
 
 
 def test_the_older_format_cannot_take_an_indonesian_column(fourteen: Path,
@@ -106,12 +109,12 @@ def test_a_local_country_with_fewer_than_three_options_is_caught(fourteen: Path,
                                                                  tmp_path: Path) -> None:
     root = _copy(fourteen, tmp_path)
     text = (root / "languages.yaml").read_text(encoding="utf-8")
-    (root / "languages.yaml").write_text(text.replace("zh: [CN]", "zh: [CN, HK]"),
+    (root / "languages.yaml").write_text(text.replace("id: [ID]", "id: [ID, MY]"),
                                          encoding="utf-8")
     _, problems = read_catalog(root)
     msgs = [str(p) for p in problems]
-    # Hong Kong has 5 universities but one city in relocation and one in travel.
-    assert len(msgs) == 2 and all("country HK (local to 'zh'" in m for m in msgs)
+    # Malaysia has 5 universities but no city in relocation and two in travel.
+    assert len(msgs) == 2 and all("country MY (local to 'id'" in m for m in msgs)
     assert {m.split(":")[0].rsplit("/", 1)[1] for m in msgs} == {"relocation.csv",
                                                                  "travel.csv"}
 

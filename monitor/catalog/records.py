@@ -16,12 +16,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from monitor.vocab import LABELS, Variant
 
 __all__ = ["LABELS", "VARIANTS", "Catalog", "Option", "Pair", "Problem", "PromptFile", "Scenario",
-           "ScenarioText", "Triplet"]
+           "ScenarioText", "Triplet", "base_language"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 #: Prompt variants, in their order (the sampling's Latin square walks it).
 VARIANTS: tuple[Variant, ...] = tuple(Variant)
+
+
+def base_language(code: str) -> str | None:
+    """The language a locale inherits from (`pt` for `pt-PT`, `zh` for `zh-Hant`: its
+    BCP 47 primary subtag), or None for a language. A locale is a catalogue language of
+    its own (its local countries, its MD and JSD); what it does not write otherwise -
+    a name, a prompt text - is its language's."""
+    base, sep, _ = code.partition("-")
+    return base if sep else None
 
 
 @dataclass(frozen=True)
