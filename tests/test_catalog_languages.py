@@ -197,3 +197,50 @@ def test_the_report_renders_every_script(run14: dict[str, Any], tmp_path: Path) 
     # docs/report-scripts.png is this screenshot, taken when the languages were staged.
     if (keep := __import__("os").environ.get("BIAS_MONITOR_KEEP_SCREENSHOT")):
         shutil.copy(shot, keep)
+
+
+LOCALE_RUN = ("en", "pt", "pt-PT", "zh", "zh-Hant")
+# One point: two would be clipped at 10 for the best-scored options (PT's), biasing MD low.
+LOCALE_BIAS = {"PT": 1.0, "TW": 1.0, "HK": 1.0}
+
+
+def test_a_run_in_the_locales_recovers_portugal_taiwan_and_hong_kong(
+        fourteen: Path, tmp_path: Path) -> None:
+    """pt-PT and zh-Hant asked beside their languages: the bias injected for PT, TW and HK
+    (local to the locales) is each recovered within its CI, BR and CN (local to pt and zh)
+    stay unbiased, and the report names the locales."""
+    from monitor.cli import main
+
+    params = {"bias_points": LOCALE_BIAS, "noise_sd": 1.0, "seed": 8}
+    cfg = write_config(tmp_path, [{"name": "sim", "model": "simulated/demo", "params": params,
+                                   "max_concurrency": 64, "rpm": 100000}],
+                       catalog={"path": str(fourteen)},
+                       sampling={"triplets_per_run": 300, "languages": list(LOCALE_RUN)})
+    settings, _ = load_settings(cfg)
+    catalog = load_catalog(fourteen)
+    result = asyncio.run(run_endpoint(Context(settings, catalog, Store(settings.storage.path)),
+                                      settings.endpoints[0], RunOptions(),
+                                      client=DirectSimClient(params, fourteen)))
+    assert result.status_counts["ok"] == 300 * len(LOCALE_RUN)
+    pooled = {r.country: r for r in result.md if r.scenario == "all"}
+    for country, bias in LOCALE_BIAS.items():
+        row = pooled[country]
+        expected = bias * (1 - 1 / len(LOCALE_RUN))
+        assert row.ci_lower <= expected <= row.ci_upper, (country, row)
+        assert row.language == ("pt-PT" if country == "PT" else "zh-Hant")
+    for country, lang in (("BR", "pt"), ("CN", "zh")):
+        assert pooled[country].language == lang
+        assert pooled[country].ci_lower <= 0 <= pooled[country].ci_upper, pooled[country]
+    out = tmp_path / "report"
+    assert main(["report", "--config", str(cfg), "--format", "md", "--out", str(out)]) == 0
+    page = (out / "report.md").read_text(encoding="utf-8")
+    for name in ("pt-PT", "zh-Hant"):
+        assert name in page, name
+    # The deviation table marks each country's own language: PT's is pt-PT, TW's zh-Hant.
+    table = page.split("### Score deviation", 1)[1].split("###", 1)[0].splitlines()
+    cols = [c.strip() for c in next(x for x in table if x.startswith("| country")).strip(
+        "|").split("|")]
+    for country, lang in (("PT", "pt-PT"), ("TW", "zh-Hant"), ("HK", "zh-Hant")):
+        row = next(x for x in table if x.startswith(f"| {country} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[cols.index(lang)].endswith("(own)"), (country, row)
