@@ -244,3 +244,23 @@ def test_a_run_in_the_locales_recovers_portugal_taiwan_and_hong_kong(
         row = next(x for x in table if x.startswith(f"| {country} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[cols.index(lang)].endswith("(own)"), (country, row)
+
+
+def test_a_name_shared_across_scenarios_by_two_countries_is_caught(fourteen: Path,
+                                                                   tmp_path: Path) -> None:
+    """ar قرطاجنة was Cartagena in Colombia (travel) and would be the Spanish one too: a
+    name another scenario's option of another country has is flagged; the same city in
+    two scenarios (Lisbon) is not."""
+    root = _copy(fourteen, tmp_path)
+    assert read_catalog(root)[1] == []
+    path = root / "options" / "relocation.csv"
+    header, rows = _rows(path)
+    valencia = next(r for r in rows if r["option_id"] == "valencia")
+    valencia["ar"] = "قرطاجنة (كولومبيا)"  # travel's Cartagena (CO), on a Spanish city
+    _write(path, header, rows)
+    _, problems = read_catalog(root)
+    msgs = [str(p) for p in problems]
+    assert len(msgs) == 1, msgs
+    # Scenarios are read in name order: travel's option is the one that repeats the name.
+    assert "option cartagena (CO): ar name 'قرطاجنة (كولومبيا)' is also relocation's valencia " \
+        "(ES)" in msgs[0] and "travel.csv" in msgs[0] and "Córdoba (Argentina)" in msgs[0]

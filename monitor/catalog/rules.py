@@ -248,6 +248,27 @@ def check_local_coverage(languages: Mapping[str, tuple[str, ...]],
                         f"{country} out of the `{lang}` entry"))
 
 
+def check_names_across(scenarios: Mapping[str, Mapping[str, Option]], where: Path,
+                       problems: list[Problem]) -> None:
+    """A name that another scenario's option of another country also has in the same
+    language (ar قرطاجنة: Cartagena in Colombia and in Spain) is ambiguous to the model
+    and to the reader of an answer: it needs its country, as Córdoba (Argentina) has.
+    Within a scenario the names are unique already (check_options); the same place in
+    two scenarios (Lisbon, relocation and travel) has one country and is no problem."""
+    seen: dict[tuple[str, str], tuple[str, Option]] = {}
+    for scen, options in scenarios.items():
+        for opt in options.values():
+            for lang, name in opt.names.items():
+                key = (lang, " ".join(name.casefold().split()))
+                first = seen.setdefault(key, (scen, opt))
+                if first[1].country != opt.country:
+                    problems.append(Problem(
+                        str(where / "options" / f"{scen}.csv"),
+                        f"option {opt.id} ({opt.country}): {lang} name {name!r} is also "
+                        f"{first[0]}'s {first[1].id} ({first[1].country})", column=lang,
+                        fix="add the country to one of them, as `Córdoba (Argentina)`"))
+
+
 def check_overlay_coverage(name: str, options: Mapping[str, Option],
                            languages: Mapping[str, tuple[str, ...]], where: Path,
                            problems: list[Problem]) -> None:
