@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from monitor.vocab import LABELS, Variant
+from monitor.vocab import LABELS, Variant, base_language
 
 __all__ = ["LABELS", "VARIANTS", "Catalog", "Option", "Pair", "Problem", "PromptFile", "Scenario",
            "ScenarioText", "Triplet", "base_language"]
@@ -22,15 +22,6 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 #: Prompt variants, in their order (the sampling's Latin square walks it).
 VARIANTS: tuple[Variant, ...] = tuple(Variant)
-
-
-def base_language(code: str) -> str | None:
-    """The language a locale inherits from (`pt` for `pt-PT`, `zh` for `zh-Hant`: its
-    BCP 47 primary subtag), or None for a language. A locale is a catalogue language of
-    its own (its local countries, its MD and JSD); what it does not write otherwise -
-    a name, a prompt text - is its language's."""
-    base, sep, _ = code.partition("-")
-    return base if sep else None
 
 
 @dataclass(frozen=True)

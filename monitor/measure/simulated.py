@@ -46,7 +46,7 @@ from statistics import NormalDist
 from typing import Any
 
 from monitor.catalog import LABELS, Catalog, Option, load_catalog
-from monitor.catalog.records import base_language
+from monitor.vocab import base_language
 from monitor.yamlfile import load_yaml
 
 __all__ = ["PROFILES", "SimParams", "SimulatedAnswer", "answer"]
