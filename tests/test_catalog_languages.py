@@ -264,3 +264,29 @@ def test_a_name_shared_across_scenarios_by_two_countries_is_caught(fourteen: Pat
     # Scenarios are read in name order: travel's option is the one that repeats the name.
     assert "option cartagena (CO): ar name 'قرطاجنة (كولومبيا)' is also relocation's valencia " \
         "(ES)" in msgs[0] and "travel.csv" in msgs[0] and "Córdoba (Argentina)" in msgs[0]
+
+
+def test_a_locale_inherits_its_languages_names_and_its_script_rule_holds(
+        fourteen: Path, tmp_path: Path) -> None:
+    """A blank locale cell is its language's name: pt-PT's column may go (every name is
+    then pt's), but a blank zh-Hant cell takes zh's Simplified name, which zh-Hant rejects."""
+    root = _copy(fourteen, tmp_path)
+    for scen in ("university", "relocation", "travel"):
+        path = root / "options" / f"{scen}.csv"
+        header, rows = _rows(path)
+        for row in rows:
+            del row["pt-PT"]
+        _write(path, [h for h in header if h != "pt-PT"], rows)
+    catalog, problems = read_catalog(root)
+    assert problems == [] and catalog is not None
+    madrid = catalog.scenarios["travel"].options["madrid"]
+    assert madrid.names["pt-PT"] == madrid.names["pt"] == "Madri"
+    assert load_catalog(fourteen).scenarios["travel"].options["madrid"].names["pt-PT"] == "Madrid"
+    path = root / "options" / "travel.csv"
+    header, rows = _rows(path)
+    next(r for r in rows if r["option_id"] == "guangzhou")["zh-Hant"] = ""  # zh: 广州
+    _write(path, header, rows)
+    msgs = [str(p) for p in read_catalog(root)[1]]
+    assert len(msgs) == 1, msgs
+    assert ("option guangzhou: zh-Hant name '广州' (inherited from zh) uses Simplified "
+            "characters 广 (zh-Hant is Traditional)") in msgs[0]

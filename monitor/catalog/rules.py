@@ -187,10 +187,12 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
         for lang in _base_first([*cols, *(x for x in languages if x not in cols
                                           and base_language(x) is not None)]):
             name, base = row.get(lang) or "", base_language(lang)
-            inherited = base is not None and not name.strip()
+            if lang not in cols and base not in names:
+                continue  # no column, nor one of its language: reported as missing
+            # A blank cell is the language's name where the file has it (an overlay asked
+            # in pt-PT alone names its options in pt-PT: a blank there is blank).
+            inherited = base is not None and not name.strip() and base in names
             if inherited:
-                if base not in names:
-                    continue  # no column of its language either: reported as missing
                 name = names[base]
             names[lang] = name.strip()
             whose = f" (inherited from {base})" if inherited else ""
