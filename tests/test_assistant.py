@@ -422,5 +422,5 @@ def test_a_locale_without_its_own_prompt_file_takes_its_languages(tmp_path: Path
     ep = load_settings(cfg)[0].endpoints[0]
     assert ep.system_prompt_for("pt-PT") == "Você é o guia da Acme."
     assert ep.system_prompt_for("zh-Hant") == "你是Acme的嚮導。"
-    with pytest.raises(ConfigError, match="prompts/es.txt"):
+    with pytest.raises(ConfigError, match=r"prompts/es\.txt"):
         ep.system_prompt_for("es-MX")

@@ -192,7 +192,7 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
             # A blank cell is the language's name where the file has it (an overlay asked
             # in pt-PT alone names its options in pt-PT: a blank there is blank).
             inherited = base is not None and not name.strip() and base in names
-            if inherited:
+            if inherited and base is not None:
                 name = names[base]
             names[lang] = name.strip()
             whose = f" (inherited from {base})" if inherited else ""
