@@ -424,3 +424,9 @@ def test_a_locale_without_its_own_prompt_file_takes_its_languages(tmp_path: Path
     assert ep.system_prompt_for("zh-Hant") == "你是Acme的嚮導。"
     with pytest.raises(ConfigError, match=r"prompts/es\.txt"):
         ep.system_prompt_for("es-MX")
+    # The setup's key holds zh-Hant's own prompt but not pt-PT's inherited one: an
+    # endpoint without locale files keeps the key it had before the locales.
+    langs = ["en", "pt", "zh", "pt-PT", "zh-Hant"]
+    setup = setup_for(ep, ["pt-PT"], langs)
+    assert set(setup.system_prompts) == {"pt", "zh", "zh-Hant"}
+    assert setup.key == setup_for(ep, ["pt"], ["en", "pt", "zh", "zh-Hant"]).key
