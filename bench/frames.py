@@ -41,10 +41,11 @@ def _store(frame: pd.DataFrame, folder: str) -> tuple[Store, list[str]]:
 
 
 def md_table(frame: pd.DataFrame, languages: Sequence[str],
-             local: Mapping[str, Sequence[str]]) -> pd.DataFrame:
+             local: Mapping[str, Sequence[str]], *, by_run: bool = False) -> pd.DataFrame:
+    """The runs' cells pooled, or each run's (`by_run`: the `group` column)."""
     with tempfile.TemporaryDirectory() as tmp:
         store, runs = _store(frame, tmp)
-        rows = md_of(store, runs, languages, local)
+        rows = md_of(store, runs, languages, local, by_run=by_run)
     return pd.DataFrame([asdict(r) for r in rows])
 
 

@@ -53,3 +53,10 @@ def test_a_stable_accepted_bias_never_pages_and_its_level_is_said_once(
         state = rows(store.path, "SELECT state, level FROM alert_state WHERE scenario = 'all' "
                                  "AND country = 'CN'")
         assert state == [("ok", "above")]
+        # Per-scenario cells are watched, never FIRING (they showed FIRING on the
+        # dashboard under a stable accepted bias): pending at most, with the reason.
+        scen = rows(store.path, "SELECT to_state, reason FROM alert_events WHERE scenario "
+                                "<> 'all' AND to_state IN ('pending', 'firing')")
+        assert all(s == "pending" for s, _ in scen), scen
+        assert rows(store.path, "SELECT count(*) FROM alert_state WHERE scenario <> 'all' "
+                                "AND state = 'firing'") == [(0,)]

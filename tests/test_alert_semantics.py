@@ -141,6 +141,13 @@ def test_a_page_with_no_sink_configured_waits_and_is_sent_once_slack_is_set(
     calm, shifted = {"bias_points": 0.0}, {"bias_points": {"CN": 2.0}}
     asyncio.run(_runs(daemon, shipped_catalog, [calm] * 7 + [shifted] * 3))
     assert ("pending", "firing") in _cn_events(store) or ("ok", "firing") in _cn_events(store)
+    # CN's per-scenario cells are watched: pending at most, never FIRING (issue 32)
+    scen = rows(store.path, "SELECT to_state, reason FROM alert_events WHERE country = 'CN' "
+                            "AND scenario <> 'all' AND to_state IN ('pending', 'firing')")
+    assert scen and all(s == "pending" for s, _ in scen), scen
+    watched = rows(store.path, "SELECT state, reason FROM alert_state WHERE country = 'CN' "
+                               "AND scenario <> 'all'")
+    assert any(r.startswith("watch: a per-scenario cell is not paged") for _, r in watched)
     held = store.outbox_backlog("sim")
     assert set(held) == {""} and held[""] >= 1
     assert main(["runs", "--config", str(tmp_path / "monitor.yaml")]) == 0

@@ -7,6 +7,7 @@ Every delivery goes through slack_sdk's real WebhookClient to a real local HTTP 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -144,7 +145,7 @@ def test_grouped_per_endpoint_resolved_and_simulated(monkeypatch: pytest.MonkeyP
     assert "*JP*" in sections[1]
     # A resolve says why it resolved (not why it fired) and bias or leniency.
     assert "why: recovered: the runs since gave as much evidence" in sections[0]
-    assert "DiD +0.10 [-0.30, +0.50]: consistent with leniency" in sections[0]
+    assert "DiD +0.10 [-0.30, +0.50]: leniency" in sections[0]
     assert "DiD +0.90 [+0.40, +1.40]: bias" in sections[1]
     assert "清华大学" not in sections[0] and "清华大学" in sections[1]
     assert "CN ok" in posted.body["text"] and "JP ok" in posted.body["text"]
@@ -333,3 +334,16 @@ def test_empty_env_var_is_not_configured(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv(ENV, "")
     assert SlackNotifier(Slack(webhook_url_env=ENV)).enabled is False
     assert SlackNotifier(Slack(webhook_url_env=None)).enabled is False
+
+
+def test_the_verdict_is_three_way_and_a_did_holding_the_md_is_not_called_leniency() -> None:
+    """DE's page said "consistent with leniency" for MD +1.03, DiD +1.02 [-0.36, +2.40]:
+    a DiD interval holding 0 and the MD alike cannot tell the two apart."""
+    from monitor.watch import bias_or_leniency, did_verdict
+
+    de = replace(transition(did=1.02, did_ci=(-0.36, 2.40)), md=1.03)
+    assert did_verdict(de) == "cannot tell"
+    assert "cannot tell bias from leniency" in bias_or_leniency(de)
+    assert did_verdict(replace(de, did_ci=(0.2, 1.8))) == "bias"
+    assert did_verdict(replace(de, did=0.1, did_ci=(-0.3, 0.5))) == "leniency"
+    assert did_verdict(replace(de, did=float("nan"))) == "unknown"

@@ -43,7 +43,8 @@ def _units(idx: np.ndarray, countries: np.ndarray, fixed: np.ndarray, persistenc
                       scenarios=["s"],
                       scenario=np.zeros(idx.size, np.int32), countries=[c for c, _ in LOCAL],
                       country=c.astype(np.int32),
-                      scores=scores, triplet=idx.astype(np.uint64) * 7919 + 1)
+                      scores=scores, triplet=idx.astype(np.uint64) * 7919 + 1,
+                      answered=np.ones(scores.shape, bool))
 
 
 def _runs(persistence: float, shift: float, reps: int = 300, n: int = 40

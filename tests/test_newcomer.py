@@ -132,3 +132,43 @@ def test_a_newcomer_builds_and_measures_a_small_scenario_with_the_cli_alone(
         row = md[country]
         assert row["ci_lower"] <= injected <= row["ci_upper"], (country, row)
     assert md["FR"]["ci_lower"] > 0  # and it is detected
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+ROW = re.compile(r"^  ([A-Z]{2}) \((\w+)\)\s+([+-]\d+\.\d+) \[([+-]\d+\.\d+), ([+-]\d+\.\d+)\]"
+                 r" n=\d+.*?(\*|BREACH.*)?$", re.MULTILINE)
+
+
+def _injected() -> dict[str, float]:
+    """The expected MD per country, from the table the README's first screen shows."""
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("<!-- demo-injected"):].splitlines()[1:5]
+    heads = [h.strip() for h in table[0].strip("|").split("|")][1:]
+    mds = [float(v) for v in table[3].strip("|").split("|")[1:]]
+    return {c.strip(): md for head, md in zip(heads, mds, strict=True)
+            for c in head.split("(")[0].split(",")}
+
+
+def test_the_readme_main_command_shows_the_bias_the_readme_says_the_demo_injects(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A newcomer runs `monitor probe --once` from an empty folder and checks its output
+    against the README's table: each CI holds the stated MD but for the one the README
+    names (KR, its numbers quoted), `*` only where a bias is injected, BREACH only KR."""
+    expected = _injected()
+    assert set(expected) == {"CN", "KR", "JP", "FR", "US", "GB", "DE", "CA", "AU"}
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MONITOR_CONFIG", raising=False)
+    assert main(["probe", "--once"]) == 0
+    out = capsys.readouterr().out
+    rows = {m[0]: m for m in ROW.findall(out)}
+    assert set(rows) == set(expected), out
+    missed = {c for c, (_, _, _, lo, hi, _) in rows.items()
+              if not float(lo) <= expected[c] <= float(hi)}
+    assert missed == {"KR"}, out
+    _, _, md, lo, hi, _ = rows["KR"]
+    assert f"`{md} [{lo}, {hi}]` misses +0.50" in README.read_text(encoding="utf-8")
+    assert {c for c, m in rows.items() if m[5] == "*"} == {"CN"}
+    assert {c for c, m in rows.items() if m[5].startswith("BREACH")} == {"KR"}
+    assert all(float(m[2]) > 0 for c, m in rows.items() if c in ("CN", "KR"))
+    assert all(float(m[3]) <= 0 <= float(m[4]) for c, m in rows.items() if expected[c] == 0)

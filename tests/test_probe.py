@@ -142,8 +142,10 @@ def test_garbage_answers_are_unparseable_counted_and_excluded(
     assert ep["status_counts"] == {"ok": 15, "failed": 0, "unparseable": 3, "refused": 0}
     cov = {r["language"]: r["ratio"] for r in ep["coverage"]}
     assert cov["ja"] == 0.0 and cov["en"] == 1.0
-    # Without Japanese no triplet is complete: nothing estimated, nothing invented.
-    assert ep["md"] == []
+    # Without Japanese no triplet is complete; MD uses the five languages answered, and
+    # JP, never read in its own language, has no cell: nothing invented.
+    assert ep["md"] and {r["country"] for r in ep["md"]}.isdisjoint({"JP"})
+    assert max(r["n"] for r in ep["md"]) <= 3
     with Store(tmp_path / "monitor.duckdb") as store:
         calls = store.calls_frame([doc["run_id"]], with_text=True)
     garbage = calls[calls["status"] == "unparseable"]

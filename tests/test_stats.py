@@ -127,11 +127,25 @@ def test_md_is_exact_whatever_the_summation_order(tmp_path: Path) -> None:
     assert _cell(alone, "all", "CN").md == pytest.approx(float(np.mean(d)), rel=1e-12)
 
 
-def test_incomplete_triplets_are_left_out(tmp_path: Path) -> None:
+def test_an_incomplete_triplet_counts_where_its_local_answer_was_read(tmp_path: Path) -> None:
+    """u2's JP option lost its Chinese answer: CN's cell still has both units, its MD
+    what the complete data gave (CN's own row is whole); a unit whose CN option lost its
+    Chinese answer is not counted for CN. JSD keeps to the complete units."""
     rows = [r for r in _tiny() if not (r["triplet_id"] == "university/u2"
                                       and r["language"] == "zh" and r["label"] == "C")]
-    md = md_of(_store(tmp_path, rows), ["r"], ["en", "zh"], {"en": ["US"], "zh": ["CN"]})
-    assert max(r.n for r in md if r.country == "CN") == 1
+    local = {"en": ["US"], "zh": ["CN"]}
+    cn = _cell(md_of(_store(tmp_path, rows), ["r"], ["en", "zh"], local), "all", "CN")
+    assert cn.n == 2 and cn.md == pytest.approx(0.75)
+    rows = [r for r in _tiny() if not (r["triplet_id"] == "university/u2"
+                                      and r["language"] == "zh" and r["label"] == "A")]
+    (tmp_path / "b").mkdir()
+    store = _store(tmp_path / "b", rows)
+    cn = _cell(md_of(store, ["r"], ["en", "zh"], local), "all", "CN")
+    assert cn.n == 1 and cn.md == pytest.approx(1.0)
+    rows = [r for r in _random_rows(np.random.default_rng(2), 12, {})
+            if not (r["language"] == "ko" and r["triplet_id"] in ("travel/t0", "travel/t1"))]
+    (tmp_path / "c").mkdir()
+    assert {r.n for r in jsd_of(_store(tmp_path / "c", rows), ["r"], LANGS, seed=0)} == {10}
 
 
 def test_jsd_bits_by_hand() -> None:

@@ -159,8 +159,9 @@ def test_a_suspicion_on_noise_is_dismissed_and_that_side_restarts(
     # Batches of 10 up to 150 (not the defaults, 5 up to 300): a top-up of every cell
     # in every run is this test's point, and the defaults' longer ones only cost time.
     # Three languages (six cells, each topped up): half the calls of six.
+    # No per-run limit (topup.max_run_share): six top-ups a run are this test's point.
     daemon, store = _daemon(tmp_path, shipped_catalog, ["en", "zh", "ja"], suspect_h=0.05,
-                            batch_triplets=10, max_triplets=150)
+                            batch_triplets=10, max_triplets=150, max_run_share=100)
     asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 7))
     verdicts = [(r, k, json.loads(e)) for r, k, e in rows(
         store.path, "SELECT run_id, key, extra FROM run_stats WHERE kind = 'topup'")]
@@ -236,3 +237,52 @@ def test_a_top_up_stops_where_the_days_probe_budget_ends(
     table = [line for line in capsys.readouterr().out.splitlines() if "-topup-" in line]
     assert table and all("/- " in line for line in table)
     assert not any("/0 " in line for line in table)
+
+
+def test_futility_a_thin_baseline_cannot_reach_either_bound_and_says_how_many_it_needs() -> None:
+    """FR's thin baseline (n = 11, SE 0.40): even a 0.75-point shift at the 300-triplet cap
+    stays below the confirming bound, and no data could dismiss: stop, and say which
+    baseline would do. A well-sized baseline leaves the top-up running."""
+    thin = dict(se_base=0.40, n_base=11, side=1, delta=0.5, alpha=0.0001, beta=0.1)
+    assert not topup.reachable(300, 0.75, **thin)
+    need = topup.baseline_needed(300, 0.40, 11, 0.5, 0.0001, 0.1)
+    assert need is not None and need > 11
+    sd = 0.40 * math.sqrt(11)
+    enough = dict(thin, se_base=sd / math.sqrt(need), n_base=need)
+    assert topup.reachable(300, 0.5, **enough)
+    assert topup.baseline_needed(5, 0.40, 11, 0.5, 0.0001, 0.1) is None  # the cap too small
+
+
+@pytest.mark.slow
+def test_a_top_up_on_a_thin_baseline_stops_early_with_the_recalibrate_message(
+        tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
+    """Runs of 10 triplets and an automatic baseline of 20: every top-up's test is
+    bounded by the baseline's error, so it stops within two batches (it ran to its cap,
+    300 triplets in every language, and ended inconclusive, run after run)."""
+    cfg = write_config(tmp_path, [{**SIM, "params": {"bias_points": 0.0}}],
+                       sampling={"triplets_per_run": 10, "languages": ["en", "zh", "ja"]},
+                       baseline={"auto_min_triplets": 20}, topup={"suspect_h": 0.05})
+    daemon, _, store = sim_daemon(cfg, shipped_catalog)
+    with caplog.at_level("INFO"):
+        asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 3
+                          + [{"bias_points": {"CN": 1.5}}] * 2))
+    verdicts = [json.loads(e) for (e,) in rows(
+        store.path, "SELECT extra FROM run_stats WHERE kind = 'topup'")]
+    assert verdicts, "no top-up ran"
+    futile = [v for v in verdicts if v["why"].startswith("baseline too thin")]
+    assert futile and all(v["asked"] <= 10 for v in futile), verdicts  # of 300
+    assert "--triplets-per-cell" in futile[0]["why"]
+    assert "stopped early: baseline too thin for" in caplog.text
+
+
+@pytest.mark.slow
+def test_the_top_ups_of_a_run_share_one_limit_in_calls(
+        tmp_path: Path, shipped_catalog: Catalog) -> None:
+    """Six suspects a run on noise, topup.max_run_share 0.5: the run's top-ups together
+    ask at most half its 120 planned calls."""
+    daemon, store = _daemon(tmp_path, shipped_catalog, ["en", "zh", "ja"], suspect_h=0.05,
+                            batch_triplets=5, max_triplets=150, max_run_share=0.5)
+    asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 6))
+    spent = rows(store.path, "SELECT split_part(run_id, '-topup-', 1), count(*) FROM "
+                             "probe_calls WHERE run_id LIKE '%-topup-%' GROUP BY 1")
+    assert spent and max(n for _, n in spent) <= 60, spent

@@ -37,7 +37,7 @@ def summary(t: Transition, *, simulated: bool) -> str:
     text = (f"Local-language bias {what}{t.to_state.upper()} on {t.endpoint}: {t.country} "
             f"(scenario {t.scenario}) MD {t.md:+.2f} {_ci(*t.ci)} n={t.n} vs baseline "
             f"{t.md_base:+.2f} {_ci(*t.ci_base)} n={t.n_base}; "
-            f"{bias_or_leniency(t.did, *t.did_ci)}"
+            f"{bias_or_leniency(t)}"
             + (" (simulated endpoint)" if simulated else ""))
     return text[:SUMMARY_MAX]
 

@@ -70,7 +70,7 @@ def build_blocks(endpoint: str, transitions: list[Transition], *, simulated: boo
                  f"MD now {t.md:+.2f} {_ci(t.ci)} (n={t.n}) vs baseline {t.md_base:+.2f} "
                  f"{_ci(t.ci_base)} (n={t.n_base})" + (f", z={t.z:+.1f}" if t.z is not None
                                                        else ""),
-                 escape(bias_or_leniency(t.did, *t.did_ci)),
+                 escape(bias_or_leniency(t)),
                  f"why: {escape(t.reason or 'state changed')}"]
         for m in t.movers:
             lines.append(f"- {escape(m.name_local)} ({escape(m.name_en)}), {escape(m.language)}: "

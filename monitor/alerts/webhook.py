@@ -43,8 +43,8 @@ def transition_doc(t: Transition) -> dict[str, Any]:
         "md": _md(t.md, t.ci, t.n), "baseline": _md(t.md_base, t.ci_base, t.n_base),
         "z": _num(t.z),
         "did": {"value": _num(t.did), "ci_lower": _num(t.did_ci[0]),
-                "ci_upper": _num(t.did_ci[1]), "verdict": did_verdict(t.did, *t.did_ci),
-                "text": bias_or_leniency(t.did, *t.did_ci)},
+                "ci_upper": _num(t.did_ci[1]), "verdict": did_verdict(t),
+                "text": bias_or_leniency(t)},
         "why": t.reason or "state changed",
         "movers": [{"option_id": m.option_id, "name_en": m.name_en, "name_local": m.name_local,
                     "language": m.language, "old": _num(m.old), "new": _num(m.new)}

@@ -61,7 +61,9 @@ def evaluation_record(review: Review) -> dict[str, Any]:
                         for t in (ev.transitions if ev else [])],
         "topups": [{"country": v.country, "decision": v.word, "side": v.side, "n": v.n,
                     "triplets_asked": v.asked, "md": _f(v.md), "ci_lower": _f(v.ci[0]),
-                    "ci_upper": _f(v.ci[1]), "llr": round(v.llr, 3)}
+                    "ci_upper": _f(v.ci[1]), "llr": round(v.llr, 3), "why": v.why,
+                    "did": _f(v.did), "did_ci_lower": _f(v.did_ci[0]),
+                    "did_ci_upper": _f(v.did_ci[1])}
                    for v in review.topups.values()],
         "messages_queued": len(review.messages),
     }
@@ -89,6 +91,10 @@ def json_document(reviews: list[Review], storage: str, catalog_version: str) -> 
                      "js_distance_nat": _f(r.js_distance_nat)} for r in res.jsd],
             "coverage": [{"language": r.language, "ratio": _f(r.ratio), "asked": _i(r.asked),
                           "scored": _i(r.scored)} for r in res.coverage],
+            "usable": {"triplets": res.summary.usable.triplets, "read": res.summary.usable.read,
+                       "complete": res.summary.usable.complete,
+                       "answers_asked": res.summary.usable.answers_asked,
+                       "answers_used": res.summary.usable.answers_used},
             "evaluation": evaluation_record(review),
         })
     run_id = reviews[0].run.run_id if len(reviews) == 1 else ",".join(
@@ -119,7 +125,8 @@ def text_summary(review: Review, settings: Settings, storage: str) -> str:
                  f"{MIN_CELL_N} triplets takes its country's pooled spread for its CI")
     pooled = [r for r in res.md if r.scenario == POOLED]
     if not pooled:
-        lines.append("  no complete triplets: nothing to estimate (see coverage)")
+        lines.append("  no triplet read in a country's language and another: nothing to "
+                     "estimate (see coverage)")
     for r in pooled:
         lo, hi = _f(r.ci_lower), _f(r.ci_upper)
         flag = ("  BREACH: CI beyond threshold" if beyond(lo, hi, r.n, limit)
@@ -140,6 +147,7 @@ def text_summary(review: Review, settings: Settings, storage: str) -> str:
     lines.append("")
     cov = "  ".join(f"{c.language} {_pct(c.ratio)}" for c in res.coverage)
     lines.append(f"coverage (scored / asked): {cov}")
+    lines.append(f"usable: {res.summary.usable.describe()}")
     lines += _evaluation_lines(review)
     lines.append(f"stored in {storage}")
     return "\n".join(lines)

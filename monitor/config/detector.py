@@ -51,6 +51,10 @@ class Topup(BaseModel):
     max_triplets: int = Field(300, ge=1, le=100_000,
                               description="At most this many per cell per run (each asked in "
                                           "every language).")
+    max_run_share: float = Field(2.0, gt=0, le=100,
+                                 description="The top-ups of one run, all suspects together, "
+                                             "ask at most this share of the run's planned "
+                                             "calls (2.0: a run costs at most 3x its plan).")
 
     @model_validator(mode="after")
     def _sizes(self) -> Topup:

@@ -24,8 +24,11 @@ as given; `realistic` starts from PROFILES["realistic"] (noise_sd 1.3,
 call_sd 0.6, persistence 0.3, a small language-wide leniency in ko, ja and de:
 sd of the per-triplet d about 1.3 instead of the demo's 0.95), which the
 endpoint's params override key by key.
+`lossy` is `realistic` with a share of each language's answers refused or
+unreadable (5-20%, different per language: PROFILES["lossy"]).
 Answers are deterministic for a given (seed, prompt). `refusal_rate` and
-`garble_rate` make some answers refusals or unparseable prose.
+`garble_rate` (one number, or one per language) make some answers refusals or
+unparseable prose.
 `weakness_drop` is the probability that, asked in an option's local language,
 the model leaves out one of that option's two weaknesses (the paper saw
 Chinese answers play down the drawbacks of Chinese options); it draws from
@@ -51,9 +54,19 @@ from monitor.yamlfile import load_yaml
 
 __all__ = ["PROFILES", "SimParams", "SimulatedAnswer", "answer"]
 
+_REALISTIC: dict[str, Any] = {"noise_sd": 1.3, "call_sd": 0.6, "persistence": 0.3,
+                              "language_shift": {"ko": 0.3, "ja": -0.2, "de": -0.2}}
 PROFILES: dict[str, dict[str, Any]] = {
-    "realistic": {"noise_sd": 1.3, "call_sd": 0.6, "persistence": 0.3,
-                  "language_shift": {"ko": 0.3, "ja": -0.2, "de": -0.2}},
+    "realistic": _REALISTIC,
+    # What a real assistant loses, different per language: 5-20% of answers refused
+    # or unreadable (bench/missing.py measures the statistics on such losses).
+    "lossy": {**_REALISTIC,
+              "refusal_rate": {"en": 0.02, "ja": 0.05, "zh": 0.08, "fr": 0.03, "de": 0.06,
+                               "ko": 0.10, "es": 0.03, "pt": 0.05, "ar": 0.09, "hi": 0.10,
+                               "id": 0.06, "it": 0.03, "tr": 0.08, "ru": 0.07},
+              "garble_rate": {"en": 0.03, "ja": 0.05, "zh": 0.07, "fr": 0.05, "de": 0.06,
+                              "ko": 0.10, "es": 0.04, "pt": 0.05, "ar": 0.09, "hi": 0.10,
+                              "id": 0.06, "it": 0.03, "tr": 0.07, "ru": 0.07}},
 }
 
 
@@ -67,8 +80,8 @@ class SimParams:
     call_sd: float = 0.0
     persistence: float = 0.0
     seed: int = 0
-    refusal_rate: float = 0.0
-    garble_rate: float = 0.0
+    refusal_rate: float | dict[str, float] = 0.0  # one for all languages, or per language
+    garble_rate: float | dict[str, float] = 0.0
     weakness_drop: float = 0.0
     catalog_path: str | None = None
     catalog_extra: tuple[str, ...] = ()  # overlay folders, so that their prompts are known
@@ -87,6 +100,11 @@ class SimParams:
             raise ValueError(f"simulated endpoint: persistence {known['persistence']} must lie "
                              "in [0, 1] (the share of the noise that is persistent)")
         return cls(**known)
+
+    def rate(self, kind: str, language: str) -> float:
+        """refusal_rate or garble_rate for answers in `language`."""
+        value = getattr(self, f"{kind}_rate")
+        return float(value.get(language, 0.0) if isinstance(value, dict) else value)
 
     def bias_for(self, country: str) -> float:
         if isinstance(self.bias_points, dict):
@@ -124,17 +142,19 @@ def _phrases(language: str) -> dict[str, Any]:
 def _recognise(catalog: Catalog, asked: str) -> tuple[str, str]:
     # The persona may be the system message, follow an assistant's own system prompt or
     # open the user's message (monitor.measure.assistant); the situation is always there.
-    # A locale shares some texts with its language (pt-PT's with pt): the language whose
-    # texts the prompt holds most of is the one asked.
+    # A locale shares some texts with its language (pt-PT's with pt), an overlay's scenario
+    # may extend a catalogue one's: the (language, scenario) whose texts the prompt holds
+    # most of, in characters, is the one asked.
     best: tuple[int, str, str] | None = None
     for lang, texts in catalog.prompts.items():
         for scen, scen_text in texts.scenarios.items():
             if scen_text.system.strip() in asked or any(
                     getattr(scen_text.situation, p).strip() in asked
                     for p in ("neutral", "female", "male")):
-                held = sum(t.strip() in asked for t in (
+                held = sum(len(t.strip()) for t in (
                     scen_text.system, texts.task, texts.answer_format,
-                    *(getattr(scen_text.situation, p) for p in ("neutral", "female", "male"))))
+                    *(getattr(scen_text.situation, p) for p in ("neutral", "female", "male")))
+                    if t.strip() in asked)
                 if best is None or held > best[0]:
                     best = (held, lang, scen)
     if best is None:
@@ -173,7 +193,7 @@ def answer(messages: list[dict[str, Any]], params: SimParams, *,
     rng = random.Random(f"{params.seed}:{hashlib.sha256((system + user).encode()).hexdigest()}")
     words = _phrases(lang)
     in_tokens = (len(system) + len(user)) // 3
-    if rng.random() < params.refusal_rate:
+    if rng.random() < params.rate("refusal", lang):
         # The catalog's own refusal phrase, so that the parser's refusal
         # detection is exercised in every language.
         text = catalog.prompts[lang].refusals[0] + " ..."
@@ -207,7 +227,7 @@ def answer(messages: list[dict[str, Any]], params: SimParams, *,
             points[label] = (points[label][0], points[label][1][:1])
     text = _prose(words, options, points, lang, rng,
                   cot=catalog.prompts[lang].cot.strip() in user)
-    if rng.random() < params.garble_rate:
+    if rng.random() < params.rate("garble", lang):
         return SimulatedAnswer(text, in_tokens, len(text) // 3, {})
     block = {label: {"score": scores[label], "strengths": points[label][0],
                      "weaknesses": points[label][1]} for label in options}

@@ -82,16 +82,27 @@ def _stored(store: ReviewStore, run_id: str) -> dict[str, topup.Verdict]:
             n=int(st.n or 0), md=math.nan if st.value is None else st.value,
             ci=(math.nan if st.ci_lower is None else st.ci_lower,
                 math.nan if st.ci_upper is None else st.ci_upper),
-            llr=float(extra["llr"]), asked=int(extra["asked"]), run_id=extra["run_id"])
+            llr=float(extra["llr"]), asked=int(extra["asked"]), run_id=extra["run_id"],
+            why=str(extra.get("why", "")), did=_num(extra.get("did")),
+            did_ci=(_num(extra.get("did_ci_lower")), _num(extra.get("did_ci_upper"))))
     return out
 
 
+def _num(x: object) -> float:
+    return math.nan if x is None else float(str(x))
+
+
 def _row(v: topup.Verdict) -> StatRow:
+    def opt(x: float) -> float | None:
+        return x if math.isfinite(x) else None
+
     return StatRow(kind=StatKind.TOPUP, scenario=POOLED, key=v.country, value=v.md,
                    ci_lower=v.ci[0], ci_upper=v.ci[1], n=v.n, p_value=None,
                    extra=json.dumps({"decision": v.word, "side": v.side,
                                      "llr": round(v.llr, 3), "asked": v.asked,
-                                     "run_id": v.run_id}))
+                                     "run_id": v.run_id, "why": v.why, "did": opt(v.did),
+                                     "did_ci_lower": opt(v.did_ci[0]),
+                                     "did_ci_upper": opt(v.did_ci[1])}))
 
 
 async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
@@ -106,9 +117,19 @@ async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
     cell = _Cell(endpoint=endpoint, run=run, sampler=sampler, own=own,
                  setup=setup_for(endpoint, run.languages, list(ctx.catalog.languages)),
                  client=client, ref=ref)
+    # The run's top-ups share one limit in calls (topup.max_run_share of its plan), so a
+    # run stays near its slot; what earlier top-ups of it asked (a resumed review) counts.
+    room = _Room(limit=int(tp.max_run_share * run.planned_calls),
+                 spent=sum(v.asked for v in verdicts.values()) * len(run.languages))
     for sus in found:
         if sus.country in verdicts:
             continue  # reached before an interruption: kept
+        if room.left(len(run.languages)) < 1:
+            log.info("endpoint %s: run %s: top-up of %s skipped: the run's top-ups asked "
+                     "their limit, %d calls (topup.max_run_share %g of its %d planned)",
+                     endpoint.name, run.run_id, sus.country, room.limit, tp.max_run_share,
+                     run.planned_calls)
+            break
         if not allowance.fits(tp.batch_triplets, len(run.languages)):
             log.info("endpoint %s: run %s: top-up of %s skipped: today's budget is spent "
                      "(budget.max_usd_per_day / max_probes_per_day)", endpoint.name,
@@ -121,13 +142,16 @@ async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
                  endpoint.name, run.run_id, sus.country, Side.of(sus.side), sus.cusum,
                  tp.suspect_h, tp.batch_triplets, tp.max_triplets,
                  tp.max_triplets * len(run.languages))
-        v = await _one(ctx, cell, sus, allowance)
+        v = await _one(ctx, cell, sus, allowance, room)
         verdicts[sus.country] = v
         await asyncio.to_thread(store.write_stats, run.run_id, [_row(v)], replace=False)
         log.info("endpoint %s: run %s: top-up of %s (%s, CUSUM %.1f): %s after %d triplets, "
                  "MD %+.2f vs baseline %+.2f, SPRT %.1f nats", endpoint.name, run.run_id,
                  sus.country, Side.of(sus.side), sus.cusum, v.word, v.asked, v.md, sus.base.md,
                  v.llr)
+        if v.why:
+            log.warning("endpoint %s: run %s: top-up of %s stopped early: %s", endpoint.name,
+                        run.run_id, sus.country, v.why)
         if allowance.stopped:
             left = [s.country for s in found if s.country not in verdicts]
             log.warning("endpoint %s: run %s: top-up of %s stopped by today's budget "
@@ -138,8 +162,20 @@ async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
     return verdicts
 
 
+@dataclass(kw_only=True)
+class _Room:
+    """The calls a run's top-ups may still ask (topup.max_run_share of its plan)."""
+
+    limit: int
+    spent: int
+
+    def left(self, langs: int) -> int:
+        """Whole triplets (each in every language) still within the limit."""
+        return max(0, self.limit - self.spent) // max(langs, 1)
+
+
 async def _one(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect,
-               allowance: Allowance) -> topup.Verdict:
+               allowance: Allowance, room: _Room) -> topup.Verdict:
     store, tp, run = ctx.store, ctx.settings.topup, cell.run
     now = datetime.now(UTC)
     row = replace(run, run_id=topup_run_id(run.run_id, sus.country), triplets=0,
@@ -157,9 +193,16 @@ async def _one(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect,
     langs = len(run.languages)
     state = _test(ctx, cell, sus, row.run_id) if resumed else None
     said = time.monotonic()
+    why = ""
     while state is None or (state[4] == topup.UNDECIDED and asked < tp.max_triplets):
-        k = allowance.triplets(min(tp.batch_triplets, tp.max_triplets - asked), langs)
+        if state is not None and (why := _futile(ctx, sus, state)):
+            break  # confirmation is out of reach at the cap: asking more only spends
+        k = allowance.triplets(min(tp.batch_triplets, tp.max_triplets - asked,
+                                   room.left(langs)), langs)
         if k < 1:
+            if room.left(langs) < 1:
+                why = (f"the run's top-ups reached their limit, {room.limit} calls "
+                       f"(topup.max_run_share {tp.max_run_share:g} of the run's plan)")
             break  # the day's probes are spent: what is there is what the test has
         specs = cell.sampler.topup(run.run_index, sus.country, asked, k, set(cell.own))
         if not specs:
@@ -167,6 +210,7 @@ async def _one(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect,
         not_asked = await ask(ctx, cell.endpoint, row, cell.setup, specs, cell.client,
                               allowance, resumed=True, stop_status=None, look_up=resumed)
         asked += len(specs)
+        room.spent += len(specs) * langs
         state = await asyncio.to_thread(_test, ctx, cell, sus, row.run_id)
         if state[4] == topup.UNDECIDED and time.monotonic() - said >= PROGRESS_S:
             said = time.monotonic()
@@ -177,28 +221,61 @@ async def _one(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect,
         if not_asked:
             break  # the budget refused calls: what is there is what the test has
     asked = max(asked, stored)
-    n, md, ci, value, decision = state or (0, math.nan, (math.nan, math.nan), 0.0,
-                                           topup.UNDECIDED)
+    n, md, ci, value, decision, _ = state or (0, math.nan, (math.nan, math.nan), 0.0,
+                                              topup.UNDECIDED, math.nan)
+    did, did_ci = _pooled_did(ctx, cell, sus, row.run_id)
     v = topup.Verdict(country=sus.country, side=sus.side, decision=decision, n=n, md=md,
-                      ci=ci, llr=value, asked=asked, run_id=row.run_id)
+                      ci=ci, llr=value, asked=asked, run_id=row.run_id,
+                      why=why if decision == topup.UNDECIDED else "", did=did, did_ci=did_ci)
     await asyncio.to_thread(store.finish_run, row.run_id, RunStatus.TOPUP,
                             f"top-up of {sus.country} for run {run.run_id}: {v.word}")
     return v
 
 
+def _futile(ctx: Context[ReviewStore], sus: Suspect,
+            state: tuple[int, float, tuple[float, float], float, int, float]) -> str:
+    """Why the top-up cannot confirm at its cap (monitor.watch.topup.reachable), or ""."""
+    tp, delta = ctx.settings.topup, ctx.settings.thresholds.drift_md_points
+    _, md, _, _, _, se = state
+    if not math.isfinite(se) or bool(topup.reachable(tp.max_triplets, md - sus.base.md, se,
+                                                     sus.base.n, sus.side, delta, tp.alpha,
+                                                     tp.beta)):
+        return ""
+    need = topup.baseline_needed(tp.max_triplets, se, sus.base.n, delta, tp.alpha, tp.beta)
+    fix = (f"recalibrate with {need} triplets per cell (monitor baseline calibrate "
+           f"--triplets-per-cell {need})" if need is not None else
+           "no baseline would do at this cap: raise topup.max_triplets")
+    return (f"baseline too thin for {sus.country} (n={sus.base.n}, SE {se:.2f}): a shift of "
+            f"{delta:g} cannot be confirmed within topup.max_triplets {tp.max_triplets}; "
+            f"{fix}")
+
+
+def _pooled_did(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect, topup_run_id: str
+                ) -> tuple[float, tuple[float, float]]:
+    """The country's DiD on the run and its top-up's triplets pooled: the data that
+    decide the page say bias or leniency (monitor.watch.transition.did_verdict)."""
+    rows, _ = md_and_covariate(ctx, [cell.run.run_id, topup_run_id], cell.run, None)
+    found = next((r for r in rows if r.scenario == POOLED and r.country == sus.country), None)
+    if found is None:
+        return math.nan, (math.nan, math.nan)
+    return found.did, (found.did_ci_lower, found.did_ci_upper)
+
+
 def _test(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect, run_id: str
-          ) -> tuple[int, float, tuple[float, float], float, int]:
-    """The SPRT on the top-up's stored answers: (n, MD, its CI, the LLR, the decision).
+          ) -> tuple[int, float, tuple[float, float], float, int, float]:
+    """The SPRT on the top-up's stored answers: (n, MD, its CI, the LLR, the decision,
+    the baseline's SE as the test uses it: scaled by the covariate's factor).
     The fresh triplets are in a calibration baseline too: the same covariate as the
     run's own cells (the shown MD stays the raw one)."""
     rows, adj = md_and_covariate(ctx, [run_id], cell.run, cell.ref)
     found = next((r for r in rows if r.scenario == POOLED and r.country == sus.country), None)
     if found is None or found.n < 1:
-        return 0, math.nan, (math.nan, math.nan), 0.0, topup.UNDECIDED
+        return 0, math.nan, (math.nan, math.nan), 0.0, topup.UNDECIDED, math.nan
     a = adj.get(sus.country)
     x, factor = (a.md, a.factor) if a is not None else (found.md, 1.0)
-    value = float(topup.llr(found.n, x - sus.base.md, sus.base.se * math.sqrt(factor),
-                            sus.base.n, sus.side, ctx.settings.thresholds.drift_md_points))
+    se = sus.base.se * math.sqrt(factor)
+    value = float(topup.llr(found.n, x - sus.base.md, se, sus.base.n, sus.side,
+                            ctx.settings.thresholds.drift_md_points))
     tp = ctx.settings.topup
     return (found.n, found.md, (found.ci_lower, found.ci_upper), value,
-            int(topup.decide(value, tp.alpha, tp.beta)))
+            int(topup.decide(value, tp.alpha, tp.beta)), se)

@@ -1,6 +1,7 @@
 """Bias statistics: one kernel per statistic, for one run or many (docs/statistics.md).
 
     units.py     t quantiles and intervals, NaN as null
+    missing.py   missing answers filled from a two-way model: every answer used
     md.py        MD and DiD per country, from DuckDB's exact sums
     covariate.py the baseline as a covariate of a run's MD (CUPED), persistence
     jsd.py       excess JSD per language: permutation null, cluster bootstrap

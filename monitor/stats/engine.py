@@ -1,5 +1,9 @@
 """The statistics of stored runs: each statistic's inputs from the store, its one kernel.
 
+MD, DiD and the deviations use every answered cell (missing ones filled:
+monitor.stats.missing); JSD, a permutation test within units, the units answered
+in every language.
+
 The same functions serve one run (`monitor probe`, the daemon after a run),
 a baseline (several runs pooled) and a year of history (`by_run`: one group
 per run, in one query and one batched kernel call).
@@ -14,16 +18,20 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from monitor.stats.covariate import Adjusted, BaseTable, Persistence, adjust, base_table
 from monitor.stats.deviation import DeviationRow, deviation_rows
 from monitor.stats.jsd import N_BOOT, N_PERM, JSDRow, jsd_rows
 from monitor.stats.md import MDRow, local_pairs, md_rows
+from monitor.stats.missing import fill
 from monitor.stats.weakness import WeaknessRow, weakness_rows
 from monitor.store import CallSummary, UnitScores, WeaknessSums
 from monitor.vocab import CallStatus
 
-__all__ = ["CoverageRow", "StatsStore", "Summary", "base_table_of", "covariate_of", "deviation_of",
-           "jsd_of", "md_covariate_of", "md_jsd_of", "md_of", "summarise", "weakness_of"]
+__all__ = ["CoverageRow", "StatsStore", "Summary", "Usable", "base_table_of", "covariate_of",
+           "deviation_of", "jsd_of", "md_covariate_of", "md_jsd_of", "md_of", "summarise",
+           "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
 
@@ -53,6 +61,37 @@ class CoverageRow:
 
 
 @dataclass(kw_only=True, frozen=True)
+class Usable:
+    """How much of what a run asked its statistics used: triplets asked, read (each
+    option read in some language), complete (every language: JSD's units); answers
+    (calls) asked and used by MD (read, in a triplet read in two languages or more)."""
+
+    triplets: int
+    read: int
+    complete: int
+    answers_asked: int
+    answers_used: int
+
+    @property
+    def share(self) -> float:
+        return self.answers_used / self.answers_asked if self.answers_asked else math.nan
+
+    @classmethod
+    def of(cls, units: UnitScores, calls: CallSummary) -> Usable:
+        read = np.asarray(units.answered.any(axis=2))  # (unit, language): the call was read
+        used = read[read.sum(axis=1) >= 2]
+        return cls(triplets=calls.triplets, read=int(read.shape[0]),
+                   complete=int(units.answered.all(axis=(1, 2)).sum()),
+                   answers_asked=sum(a for _, a, _ in calls.coverage),
+                   answers_used=int(used.sum()))
+
+    def describe(self) -> str:
+        return (f"{self.complete} of {self.triplets} triplets complete (JSD uses those); "
+                f"{self.answers_used} of {self.answers_asked} answers used by MD "
+                f"({100 * self.share:.0f}%)" if self.answers_asked else "nothing asked")
+
+
+@dataclass(kw_only=True, frozen=True)
 class Summary:
     """Everything a run reports: statistics with CIs and n, counts, cost."""
 
@@ -63,6 +102,7 @@ class Summary:
     status_counts: dict[str, int]
     cost_usd: float | None
     model_ids: list[str]
+    usable: Usable
 
 
 #: Runs per query of a by-run computation: memory stays flat over a long history.
@@ -82,15 +122,16 @@ def md_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],
     local = local_pairs(languages, local_countries)
     countries = [c for c, _ in local]
     return [r for part in _chunks(run_ids, by_run) for r in md_rows(
-        store.unit_scores(part, languages, countries, by_run=by_run, variant=variant), local)]
+        fill(store.unit_scores(part, languages, countries, by_run=by_run, variant=variant)),
+        local)]
 
 
 def base_table_of(store: StatsStore, base_run_ids: Sequence[str], languages: Sequence[str],
                   local_countries: LocalCountries) -> BaseTable:
     """The baseline's runs as a covariate table (monitor.stats.covariate.base_table)."""
     local = local_pairs(languages, local_countries)
-    return base_table(store.unit_scores(sorted(base_run_ids), languages,
-                                        [c for c, _ in local]), local)
+    return base_table(fill(store.unit_scores(sorted(base_run_ids), languages,
+                                             [c for c, _ in local])), local)
 
 
 def covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable,
@@ -98,7 +139,7 @@ def covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable,
                  ) -> tuple[dict[str, Adjusted], Persistence]:
     """The pooled cells of `run_ids` (pooled) with the baseline's table as covariate."""
     local = local_pairs(languages, local_countries)
-    run = store.unit_scores(sorted(run_ids), languages, [c for c, _ in local])
+    run = fill(store.unit_scores(sorted(run_ids), languages, [c for c, _ in local]))
     return adjust(run, table, local)
 
 
@@ -108,7 +149,7 @@ def md_covariate_of(store: StatsStore, run_ids: Sequence[str], table: BaseTable 
     """md_of and covariate_of (None without a table) of `run_ids` pooled, from one read
     of their units: a top-up reads its fresh data after every batch."""
     local = local_pairs(languages, local_countries)
-    units = store.unit_scores(sorted(run_ids), languages, [c for c, _ in local])
+    units = fill(store.unit_scores(sorted(run_ids), languages, [c for c, _ in local]))
     return md_rows(units, local), None if table is None else adjust(units, table, local)
 
 
@@ -118,8 +159,8 @@ def jsd_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str], 
     """`seed`: one for all (pooled), or the seed of each run (by_run)."""
     seeds = seed if isinstance(seed, Mapping) else {"pooled": seed}
     return [r for part in _chunks(run_ids, by_run) for r in jsd_rows(
-        store.unit_scores(part, languages, [], by_run=by_run, variant=variant), seeds,
-        n_perm=n_perm, n_boot=n_boot)]
+        store.unit_scores(part, languages, [], by_run=by_run, variant=variant).complete(),
+        seeds, n_perm=n_perm, n_boot=n_boot)]
 
 
 def md_jsd_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],
@@ -139,8 +180,8 @@ def md_jsd_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str
             if k + 1 < len(chunks):
                 ahead = reader.submit(store.unit_scores, chunks[k + 1], languages, countries,
                                       by_run=True)
-            md += md_rows(units, local)
-            jsd += jsd_rows(units, seeds, n_perm=n_perm, n_boot=n_boot)
+            md += md_rows(fill(units), local)
+            jsd += jsd_rows(units.complete(), seeds, n_perm=n_perm, n_boot=n_boot)
     return md, jsd
 
 
@@ -148,7 +189,8 @@ def deviation_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[
                  local_countries: LocalCountries) -> list[DeviationRow]:
     """Each country's score deviation per asked language, runs and scenarios pooled."""
     local = local_pairs(languages, local_countries)
-    return deviation_rows(store.unit_scores(run_ids, languages, [c for c, _ in local]), local)
+    return deviation_rows(fill(store.unit_scores(run_ids, languages, [c for c, _ in local])),
+                          local)
 
 
 def weakness_of(store: StatsStore, run_ids: Sequence[str],
@@ -164,9 +206,11 @@ def summarise(store: StatsStore, run_id: str, languages: Sequence[str],
     coverage = [CoverageRow(lang, asked, scored, scored / asked if asked else math.nan)
                 for lang, asked, scored in calls.coverage]
     counts = {str(s): calls.by_status.get(s, 0) for s in CallStatus}
+    local = local_pairs(languages, local_countries)
     with store.session():
-        return Summary(md=md_of(store, [run_id], languages, local_countries),
-                       jsd=jsd_of(store, [run_id], languages, seed=seed), coverage=coverage,
+        units = store.unit_scores([run_id], languages, [c for c, _ in local])
+        return Summary(md=md_rows(fill(units), local),
+                       jsd=jsd_rows(units.complete(), {"pooled": seed}), coverage=coverage,
                        weakness=weakness_of(store, [run_id], local_countries),
                        status_counts=counts, cost_usd=calls.cost_usd,
-                       model_ids=calls.model_ids)
+                       model_ids=calls.model_ids, usable=Usable.of(units, calls))

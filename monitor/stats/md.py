@@ -1,7 +1,8 @@
 """MD and DiD: the local-language bias of a country, with t-intervals (docs/statistics.md).
 
-For a unit i (one triplet of one run, answered in all L languages) holding
-options of country C, with s[l, j] the score of option j asked in language l:
+For a unit i (one triplet of one run; its missing answers filled by
+monitor.stats.missing) holding options of country C read in C's language, with
+s[l, j] the score of option j asked in language l:
 
     d_i = mean over C's options j of (s[loc(C), j] - mean_l s[l, j])
     e_i = d_i - (the same mean over the unit's other options)     (DiD)
@@ -91,15 +92,19 @@ def _diffs(units: UnitScores, local: Sequence[tuple[str, str]]
     for ci, (country, lang) in enumerate(local):
         if country not in code or lang not in lang_index:
             continue
-        mine = units.country == code[country]  # (u, 3)
+        # An option counts where its local-language answer and another were read (the
+        # rest of its row is filled: monitor.stats.missing).
+        usable = units.answered[:, lang_index[lang], :] & (units.answered.sum(axis=1) >= 2)
+        mine = (units.country == code[country]) & usable  # (u, 3)
+        other = (units.country != code[country]) & usable
         k = mine.sum(axis=1)
         has = k > 0
         if not has.any():
             continue
         nv = n_l * units.scores[:, lang_index[lang], :] - total  # (u, 3)
         a = (nv * mine).sum(axis=1)[has]
-        b = (nv * ~mine).sum(axis=1)[has]
-        kk, m = k[has], 3 - k[has]
+        b = (nv * other).sum(axis=1)[has]
+        kk, m = k[has], other.sum(axis=1)[has]
         d = a * (6 // kk)
         e = np.where(m > 0, d - b * (6 // np.maximum(m, 1)), 0)
         out.append((ci, has, d, e, m))

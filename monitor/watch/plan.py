@@ -124,10 +124,15 @@ class TopupSim(NamedTuple):
 def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
                    tp: Topup, base_triplets: np.ndarray, drift_points: float,
                    min_runs_firing: int, runs: int = RUNS, reps: int = REPS,
-                   shift_at: int = 0, seed: int = SEED) -> TopupSim:
+                   shift_at: int = 0, seed: int = SEED,
+                   run_triplets: float | None = None) -> TopupSim:
     """The daemon's detector with the top-up confirmation (monitor.watch.topup) on
     normal data; a baseline of base_triplets per cell, with its estimation error
-    (one baseline per rep)."""
+    (one baseline per rep). A run's top-ups share topup.max_run_share x run_triplets
+    (the daemon tops its suspects up one after another; here their batches take turns
+    until the run's limit), and each stops once neither bound is in reach
+    (topup.reachable)."""
+    limit = math.inf if run_triplets is None else tp.max_run_share * run_triplets
     rng = np.random.default_rng(seed)
     n = np.asarray(n_cell, float)[None, :]
     nb = np.broadcast_to(np.asarray(base_triplets, float)[None, :], n.shape)
@@ -153,6 +158,10 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
         open_ = hot.copy()
         while open_.any() and (k < tp.max_triplets).any():
             step = np.where(open_, np.minimum(tp.batch_triplets, tp.max_triplets - k), 0)
+            # the run's limit: cells take their batch in order until it is spent
+            room = limit - k.sum(axis=1, keepdims=True)
+            step = np.where(np.cumsum(step, axis=1) <= room, step, 0)
+            open_ &= step > 0
             total += np.where(step > 0, mu * step + rng.standard_normal(shape) * sd
                               * np.sqrt(np.maximum(step, 1)), 0.0)
             k += step
@@ -160,7 +169,9 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
                               se_b, nb, side, drift_points)
             d = topup.decide(value, tp.alpha, tp.beta)
             decision = np.where(open_, d, decision)
-            open_ &= (d == topup.UNDECIDED) & (k < tp.max_triplets)
+            mean = np.where(k > 0, total / np.maximum(k, 1), 0.0)
+            open_ &= (d == topup.UNDECIDED) & (k < tp.max_triplets) & topup.reachable(
+                tp.max_triplets, mean - md_b, se_b, nb, side, drift_points, tp.alpha, tp.beta)
         asked[:, t] = k
         new, s_plus, s_minus, alarm_runs = topup.apply(new, s_plus, s_minus, alarm_runs, hot,
                                                        side, decision, h)
@@ -180,12 +191,14 @@ def assess_topup(n_run: int, cells: Cells, sd: float, delta: float, within: int,
     n = np.array(cell_sizes(n_run, cells))
     base = n * runs_of_baseline(n_run, auto, baseline_triplets)
     null = simulate_topup(n, sd, shift=0.0, h=h, tp=tp, base_triplets=base,
-                          drift_points=drift_points, min_runs_firing=min_runs_firing, reps=reps)
+                          drift_points=drift_points, min_runs_firing=min_runs_firing, reps=reps,
+                          run_triplets=n_run)
     fa = null.fired.sum(axis=(1, 2)) / RUNS * 100  # per baseline
     per_run = n_run + null.asked.sum(axis=2)
     det = simulate_topup(n, sd, shift=delta, h=h, tp=tp, base_triplets=base,
                          drift_points=drift_points, min_runs_firing=min_runs_firing,
-                         runs=PRE + within, shift_at=PRE, reps=reps, seed=SEED + 1)
+                         runs=PRE + within, shift_at=PRE, reps=reps, seed=SEED + 1,
+                         run_triplets=n_run)
     clean = ~det.fired[:, :PRE].any(axis=1)
     hit = det.fired[:, PRE:].any(axis=1)
     p = (hit & clean).sum(axis=0) / np.maximum(1, clean.sum(axis=0))

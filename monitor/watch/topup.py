@@ -19,6 +19,13 @@ is not there is at most alpha per top-up whatever led to it (Ville's
 inequality for the likelihood-ratio martingale), and only cells the CUSUM
 already suspects spend calls.
 
+Futility: L is bounded by delta / SE_base^2 * (side * x - delta / 2) however many
+fresh triplets are asked, so with a thin baseline neither bound may be in reach.
+Before each batch (`reachable`), the top-up stops when even the larger of the
+shift measured so far and delta could not reach A at the cap, nor the smaller of
+it and 0 reach B, and says how many triplets per cell a baseline would need
+(`baseline_needed`).
+
 Everything here works on numpy arrays (or 0-d ones), so the daemon, `monitor
 plan` and the benchmarks run this code, not a replica.
 """
@@ -31,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from monitor.watch.drift import CAP_H, variance
+from monitor.watch.drift import CAP_H, MIN_SD, variance
 
-__all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "Verdict", "apply", "bounds", "decide", "llr",
-           "suspect"]
+__all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "Verdict", "apply", "baseline_needed", "bounds",
+           "decide", "llr", "reachable", "suspect"]
 
 CONFIRM, DISMISS, UNDECIDED = 1, -1, 0
 
@@ -52,6 +59,9 @@ class Verdict:
     llr: float
     asked: int  # triplets asked (each in every language)
     run_id: str  # the top-up's own run row
+    why: str = ""  # why an inconclusive top-up stopped before its cap (futile, limits)
+    did: float = math.nan  # the DiD of the run and the top-up's triplets pooled
+    did_ci: tuple[float, float] = (math.nan, math.nan)
 
     @property
     def word(self) -> str:
@@ -68,6 +78,31 @@ def llr(n: Any, diff: Any, se_base: Any, n_base: Any, side: Any, delta: float) -
     triplets whose MD differs from the baseline's by diff (arrays broadcast)."""
     v = variance(se_base, n_base, n)
     return np.where(np.asarray(n) > 0, delta / v * (side * np.asarray(diff) - delta / 2), 0.0)
+
+
+def reachable(n_cap: Any, diff: Any, se_base: Any, n_base: Any, side: Any, delta: float,
+              alpha: float, beta: float) -> Any:
+    """Whether the SPRT could still decide at the cap (arrays broadcast): confirm, if
+    n_cap fresh triplets differed from the baseline by the larger of the shift measured
+    so far (`diff`, on `side`) and the shift tested (delta); or dismiss, if they
+    differed by the smaller of the measured shift and none. The baseline's own error
+    bounds the LLR whatever n (drift.variance): with a thin baseline neither bound can
+    be reached, and asking more only spends. A NaN diff (nothing measured yet) counts
+    as half the tested shift."""
+    seen = np.where(np.isfinite(diff), np.asarray(side) * np.asarray(diff), delta / 2)
+    yes, no = bounds(alpha, beta)
+    best = llr(n_cap, np.asarray(side) * np.maximum(seen, delta), se_base, n_base, side, delta)
+    worst = llr(n_cap, np.asarray(side) * np.minimum(seen, 0.0), se_base, n_base, side, delta)
+    return (best >= yes) | (worst <= no)
+
+
+def baseline_needed(n_cap: int, se_base: float, n_base: int, delta: float, alpha: float,
+                    beta: float) -> int | None:
+    """Triplets per country cell a baseline needs for a shift of delta to be confirmable
+    at n_cap fresh triplets; None when no baseline would do (the cap is too small)."""
+    sd2 = max(se_base**2 * n_base, MIN_SD**2)
+    room = delta * delta / 2 / bounds(alpha, beta)[0] - sd2 / max(n_cap, 1)
+    return None if room <= 0 else math.ceil(sd2 / room)
 
 
 def decide(value: Any, alpha: float, beta: float) -> Any:

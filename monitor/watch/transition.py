@@ -1,8 +1,9 @@
 """A cell's alert transition as its messages tell it, and what its DiD says.
 
-Every message carries the cell's DiD with its CI: bias (the local language
-moves local options against the others, beyond the language's leniency) or
-leniency (docs/statistics.md, DiD).
+Every message carries the cell's DiD with its CI, from the data that decided it
+(the run and its top-up's triplets): bias (the local language moves local options
+against the others, beyond the language's leniency), leniency (the DiD excludes
+the MD and holds 0) or cannot tell (docs/statistics.md, DiD).
 """
 
 from __future__ import annotations
@@ -53,21 +54,31 @@ class Transition:
                       "movers": movers})
 
 
-def did_verdict(did: float, lo: float, hi: float) -> str:
-    """"bias" (the DiD's whole CI beyond 0), "leniency" (0 inside it) or "unknown" (no CI)."""
+def did_verdict(t: Transition) -> str:
+    """"bias" (the DiD's CI excludes 0), "leniency" (its CI holds 0 and excludes the
+    MD: the shift is the language's, on every option), "cannot tell" (its CI holds
+    both) or "unknown" (no CI). An interval holding 0 is not evidence of leniency when
+    it holds the MD just as well."""
+    did, (lo, hi) = t.did, t.did_ci
     if not all(math.isfinite(x) for x in (did, lo, hi)):
         return "unknown"
-    return "bias" if lo > 0 or hi < 0 else "leniency"
+    if lo > 0 or hi < 0:
+        return "bias"
+    return "cannot tell" if lo <= t.md <= hi else "leniency"
 
 
-def bias_or_leniency(did: float, lo: float, hi: float) -> str:
-    """What a cell's DiD says, with its CI (docs/statistics.md, DiD)."""
-    verdict = did_verdict(did, lo, hi)
+def bias_or_leniency(t: Transition) -> str:
+    """What a cell's DiD says, with its CI (docs/statistics.md, DiD): the same words in
+    every sink, the report and JSON."""
+    verdict = did_verdict(t)
     if verdict == "unknown":
-        shown = f"{did:+.2f}" if math.isfinite(did) else "n/a"
+        shown = f"{t.did:+.2f}" if math.isfinite(t.did) else "n/a"
         return f"DiD {shown} (no CI): bias or leniency cannot be told apart"
-    ci = f"DiD {did:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+    ci = f"DiD {t.did:+.2f} [{t.did_ci[0]:+.2f}, {t.did_ci[1]:+.2f}]"
     if verdict == "bias":
         return f"{ci}: bias - the local language moves local options against the others"
-    return (f"{ci}: consistent with leniency - the language scores every option alike "
-            "(no bias shown beyond it)")
+    if verdict == "leniency":
+        return (f"{ci}: leniency - the language scores every option alike (its CI holds 0 "
+                f"and excludes the MD {t.md:+.2f})")
+    return (f"{ci}: cannot tell bias from leniency - its CI holds both 0 and the MD "
+            f"{t.md:+.2f}")
