@@ -47,13 +47,21 @@ from monitor.watch.ports import WatchStore
 from monitor.watch.reference import DerivedH, Reference, covariate, detector_h
 from monitor.watch.transition import Transition
 
-__all__ = ["WATCH", "Evaluation", "Suspect", "evaluate", "observed", "suspects"]
+__all__ = ["WATCH", "Evaluation", "Suspect", "evaluate", "observed", "suspects", "watched"]
 
 #: A per-scenario cell is watched, never FIRING: its runs and its baseline hold a third
 #: of the country's triplets each, and there are three times as many cells, so the
 #: pooled cells' h would page a stable accepted bias there (seen: FIRING on the
 #: dashboard in 20 stable runs). The pooled cell of its country pages.
 WATCH = "watch: a per-scenario cell is not paged; the pooled cell is"
+
+
+def watched(scenario: str, new: CellState) -> CellState:
+    """The state a cell keeps: a per-scenario cell's FIRING held at PENDING (WATCH); the
+    daemon's evaluate() and the replayed history() both apply it."""
+    if scenario != POOLED and new.state == FIRING:
+        return replace(new, state=PENDING, reason=f"{WATCH} ({new.reason})")
+    return new
 
 TOP_MOVERS_SLACK = 3
 
@@ -219,8 +227,7 @@ def evaluate(ctx: Context[WatchStore], run: RunRow, summary: Summary, *,
         new = _step(ctx, prev, obs, h)
         if r.scenario == POOLED and obs is not None and (v := verdicts.get(r.country)):
             new = _after_topup(new, v, settings, h)
-        if r.scenario != POOLED and new.state == FIRING:
-            new = replace(new, state=PENDING, reason=f"{WATCH} ({new.reason})")
+        new = watched(r.scenario, new)
         ev.states[cell] = new
         changed = new.state != prev.state
         ev.cells.append(CellRecord(

@@ -16,6 +16,7 @@ from monitor.config import AUTO_BASELINE_RUNS, Alerts, Thresholds
 from monitor.stats import JSDRow, MDRow, md_jsd_of, md_of
 from monitor.vocab import FINISHED
 from monitor.watch.drift import CellState, observe, step
+from monitor.watch.evaluate import watched
 from monitor.watch.ports import WatchStore
 
 __all__ = ["History", "history", "replay"]
@@ -59,6 +60,7 @@ def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
             new = step(cells.get(key, CellState()), obs, drift_points=t.drift_md_points,
                        h=h, md_threshold=t.md_points,
                        min_runs_firing=alerts.min_runs_firing)
+            new = watched(r.scenario, new)  # as the daemon's evaluate() holds it
             cells[key] = new
             out[(run_id, *key)] = (new.state, None if obs is None else new.z)
     return out
