@@ -94,3 +94,10 @@ def test_a_run_on_the_lossy_profile_uses_the_answers_the_complete_rule_dropped(
     assert use["answers_used"] > use["complete"] * 6
     cn = next(r for r in ep["md"] if r["country"] == "CN" and r["scenario"] == "all")
     assert cn["n"] > 0
+    # the report says it too, in its headline and its JSON
+    out = tmp_path / "report"
+    assert main(["report", "--config", str(cfg), "--out", str(out)]) == 0
+    capsys.readouterr()
+    doc = json.loads((out / "lossy.json").read_text(encoding="utf-8"))
+    assert doc["usable"]["answers_used"] == use["answers_used"]
+    assert "answers used by MD" in doc["headline"]

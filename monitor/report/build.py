@@ -24,7 +24,16 @@ import pandas as pd
 from monitor.catalog import Catalog
 from monitor.report.ports import ReportStore
 from monitor.report.verdict import Headline, headline
-from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, nullable, weakness_of
+from monitor.stats import (
+    MIN_CELL_N,
+    Usable,
+    deviation_of,
+    jsd_of,
+    md_of,
+    nullable,
+    usable_of,
+    weakness_of,
+)
 from monitor.store import AlertEvent, Baseline, RunRow, StatRow
 from monitor.vocab import POOLED, AlertState, CallStatus, StatKind
 from monitor.watch import Scope, rank_movers
@@ -112,6 +121,7 @@ class EndpointReport:
     periods: list[Period] = field(default_factory=list)
     examples: list[Example] = field(default_factory=list)  # when nothing could be scored
     weakness_note: str = ""  # why the weakness table is empty
+    usable: Usable | None = None  # how much of what the runs asked the statistics used
     # (run, scenario, country) -> that run's MD of the cell: the alert history's numbers
     alert_md: dict[tuple[str, str, str], StatRow] = field(default_factory=dict)
     headline: Headline | None = None
@@ -307,11 +317,12 @@ def build(store: ReportStore, catalog: Catalog, runs: list[RunRow], trend: list[
                          detail_md=detail, detail_runs=detail_of,
                          states=states, levels=levels, periods=_periods(alerts, trend),
                          examples=_examples(store, ids) if not len(scores) else [],
-                         weakness_note=note)
+                         weakness_note=note, usable=usable_of(store, ids, languages, local))
     events = sorted({_own_run(a.run_id) for a in alerts})
     rep.alert_md = {(run_id, st.scenario, st.key): st
                     for run_id, st in store.stats_of(events, kind=StatKind.MD)} if events else {}
-    rep.headline = headline(md, coverage, states, levels, base, model=last.model)
+    rep.headline = headline(md, coverage, states, levels, base, model=last.model,
+                            usable=rep.usable)
     return rep
 
 
@@ -333,6 +344,7 @@ def to_json(rep: EndpointReport) -> str:
                        "status": head.status if head else None,
                        "headline": head.text if head else None,
                        "coverage": _records(rep.coverage),
+                       "usable": asdict(rep.usable) if rep.usable else None,
                        "jsd": _records(rep.jsd), "md": _records(rep.md),
                        "detail_runs": [r.run_id for r in rep.detail_runs],
                        "detail_md": _records(rep.detail_md),

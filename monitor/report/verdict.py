@@ -17,7 +17,7 @@ import pandas as pd
 
 from monitor.config import reach_advice, schema_advice
 from monitor.report.common import country_key
-from monitor.stats import MIN_CELL_N, nullable, significant
+from monitor.stats import MIN_CELL_N, Usable, nullable, significant
 from monitor.store import Baseline
 from monitor.vocab import POOLED, AlertState, LevelState
 
@@ -71,7 +71,7 @@ def _unreadable(coverage: pd.DataFrame, model: str) -> Headline:
 def headline(md: pd.DataFrame, coverage: pd.DataFrame,
              states: Mapping[tuple[str, str], tuple[str, datetime | None]],
              levels: Mapping[tuple[str, str], str], baseline: Baseline | None, *,
-             model: str = "") -> Headline:
+             model: str = "", usable: Usable | None = None) -> Headline:
     """`md`: the reported runs' MD cells by variant; `coverage`: calls per language and
     status; `states` / `levels`: each cell's drift state (since when) and level at the
     reported run; `baseline`: what the runs are compared with (None: nothing yet); `model`:
@@ -124,8 +124,9 @@ def headline(md: pd.DataFrame, coverage: pd.DataFrame,
                     "pool runs with `--since`.")
     cov = coverage[["asked", "scored"]].sum()
     if int(cov["scored"]) < int(cov["asked"]):
-        text.append(f"{int(cov['scored'])} of {int(cov['asked'])} calls scored (see Calls "
-                    "per language).")
+        used = f"; {usable.describe()}" if usable is not None else ""
+        text.append(f"{int(cov['scored'])} of {int(cov['asked'])} calls scored{used} (see "
+                    "Calls per language).")
     status = ("drift" if firing else "bias" if sig else
               "thin" if len(thin) == len(cells) else "clear")
     return Headline(status, text, [str(r["country"]) for r in up], firing)

@@ -17,6 +17,7 @@ from monitor.stats.engine import (
     CoverageRow,
     StatsStore,
     Summary,
+    Usable,
     base_table_of,
     covariate_of,
     deviation_of,
@@ -25,6 +26,7 @@ from monitor.stats.engine import (
     md_jsd_of,
     md_of,
     summarise,
+    usable_of,
     weakness_of,
 )
 from monitor.stats.jsd import BINS, N_BOOT, N_PERM, OVERALL, JSDRow, jsd_bits, jsd_rows
@@ -35,8 +37,8 @@ from monitor.stats.weakness import LOCALITIES, WeaknessRow, weakness_rows
 
 __all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "Adjusted",
            "BaseTable", "CoverageRow", "DeviationRow", "JSDRow", "MDRow", "Persistence",
-           "StatsStore", "Summary", "WeaknessRow", "adjust", "base_table", "base_table_of",
-           "beyond", "covariate_of", "deviation_of", "deviation_rows", "jsd_bits", "jsd_of",
-           "jsd_rows", "jsd_significant", "local_pairs", "md_covariate_of", "md_jsd_of", "md_of",
-           "md_rows", "nullable", "significant", "summarise", "t975", "t_interval", "tested",
-           "weakness_of", "weakness_rows"]
+           "StatsStore", "Summary", "Usable", "WeaknessRow", "adjust", "base_table",
+           "base_table_of", "beyond", "covariate_of", "deviation_of", "deviation_rows", "jsd_bits",
+           "jsd_of", "jsd_rows", "jsd_significant", "local_pairs", "md_covariate_of", "md_jsd_of",
+           "md_of", "md_rows", "nullable", "significant", "summarise", "t975", "t_interval",
+           "tested", "usable_of", "weakness_of", "weakness_rows"]

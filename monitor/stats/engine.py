@@ -31,7 +31,7 @@ from monitor.vocab import CallStatus
 
 __all__ = ["CoverageRow", "StatsStore", "Summary", "Usable", "base_table_of", "covariate_of",
            "deviation_of", "jsd_of", "md_covariate_of", "md_jsd_of", "md_of", "summarise",
-           "weakness_of"]
+           "usable_of", "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
 
@@ -183,6 +183,15 @@ def md_jsd_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str
             md += md_rows(fill(units), local)
             jsd += jsd_rows(units.complete(), seeds, n_perm=n_perm, n_boot=n_boot)
     return md, jsd
+
+
+def usable_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],
+              local_countries: LocalCountries) -> Usable:
+    """How much of what `run_ids` asked their statistics used (Usable)."""
+    local = local_pairs(languages, local_countries)
+    with store.session():
+        return Usable.of(store.unit_scores(sorted(run_ids), languages, [c for c, _ in local]),
+                         store.call_summary(list(run_ids), languages))
 
 
 def deviation_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],

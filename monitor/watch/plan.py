@@ -125,13 +125,15 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
                    tp: Topup, base_triplets: np.ndarray, drift_points: float,
                    min_runs_firing: int, runs: int = RUNS, reps: int = REPS,
                    shift_at: int = 0, seed: int = SEED,
-                   run_triplets: float | None = None) -> TopupSim:
+                   run_triplets: float | None = None, alone: bool = False) -> TopupSim:
     """The daemon's detector with the top-up confirmation (monitor.watch.topup) on
     normal data; a baseline of base_triplets per cell, with its estimation error
     (one baseline per rep). A run's top-ups share topup.max_run_share x run_triplets
     (the daemon tops its suspects up one after another; here their batches take turns
     until the run's limit), and each stops once neither bound is in reach
-    (topup.reachable)."""
+    (topup.reachable). `alone`: each cell has the run's whole limit, as when one
+    country shifts and is the run's only suspect (the shift is applied to every cell
+    at once here, to read each cell's P3 from one simulation)."""
     limit = math.inf if run_triplets is None else tp.max_run_share * run_triplets
     rng = np.random.default_rng(seed)
     n = np.asarray(n_cell, float)[None, :]
@@ -159,8 +161,11 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
         while open_.any() and (k < tp.max_triplets).any():
             step = np.where(open_, np.minimum(tp.batch_triplets, tp.max_triplets - k), 0)
             # the run's limit: cells take their batch in order until it is spent
-            room = limit - k.sum(axis=1, keepdims=True)
-            step = np.where(np.cumsum(step, axis=1) <= room, step, 0)
+            if alone:
+                step = np.minimum(step, np.maximum(limit - k, 0))
+            else:
+                room = limit - k.sum(axis=1, keepdims=True)
+                step = np.where(np.cumsum(step, axis=1) <= room, step, 0)
             open_ &= step > 0
             total += np.where(step > 0, mu * step + rng.standard_normal(shape) * sd
                               * np.sqrt(np.maximum(step, 1)), 0.0)
@@ -198,7 +203,7 @@ def assess_topup(n_run: int, cells: Cells, sd: float, delta: float, within: int,
     det = simulate_topup(n, sd, shift=delta, h=h, tp=tp, base_triplets=base,
                          drift_points=drift_points, min_runs_firing=min_runs_firing,
                          runs=PRE + within, shift_at=PRE, reps=reps, seed=SEED + 1,
-                         run_triplets=n_run)
+                         run_triplets=n_run, alone=True)
     clean = ~det.fired[:, :PRE].any(axis=1)
     hit = det.fired[:, PRE:].any(axis=1)
     p = (hit & clean).sum(axis=0) / np.maximum(1, clean.sum(axis=0))
@@ -211,8 +216,9 @@ def assess_topup(n_run: int, cells: Cells, sd: float, delta: float, within: int,
             "p_detect": round(float(p.min()), 3), "p_detect_mean": round(float(p.mean()), 3),
             "worst_cell": cells.names[int(p.argmin())],
             "triplets_asked_mean": round(float(per_run.mean()), 1),
+            # one country shifting alone (the simulation shifts each cell at once)
             "triplets_asked_shifted": round(float(
-                n_run + det.asked[:, PRE:].sum(axis=2).mean()), 1),
+                n_run + det.asked[:, PRE:].mean()), 1),
             "triplets_asked_max": int(per_run.max()),
             "pending_per_100": round(float(flaps.mean()) / RUNS * 100, 2)}
 
