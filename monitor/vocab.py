@@ -12,7 +12,16 @@ from enum import StrEnum
 __all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "WEAKNESS_KIND",
            "AlertState", "AnswerFormat", "Arm", "CallStatus", "Change", "CompareMode",
            "Condition", "LevelState", "Outcome", "Persona", "RunStatus", "Side", "StatKind",
-           "Variant"]
+           "Variant", "base_language"]
+
+
+def base_language(code: str) -> str | None:
+    """The language a locale inherits from (`pt` for `pt-PT`, `zh` for `zh-Hant`: its
+    BCP 47 primary subtag), or None for a language. A locale is a catalogue language of
+    its own (its local countries, its MD and JSD); what it does not write otherwise -
+    a name, a prompt text, an assistant's system prompt file - is its language's."""
+    base, sep, _ = code.partition("-")
+    return base if sep else None
 
 
 class CallStatus(StrEnum):

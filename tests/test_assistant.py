@@ -408,3 +408,25 @@ def test_monitor_run_against_the_teams_own_api(tmp_path: Path,
     check = _cli("config", "check", "--config", str(cfg), env={"ACME_KEY": KEY})
     assert check.returncode == 0 and KEY not in check.stdout + check.stderr
     assert "ACME_KEY (set; value never shown)" in check.stdout
+
+
+def test_a_locale_without_its_own_prompt_file_takes_its_languages(tmp_path: Path) -> None:
+    """pt-PT asked with prompts/pt.txt when prompts/pt-PT.txt is missing; zh-Hant with its
+    own file when it has one; a locale whose language has none is named as missing."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "pt.txt").write_text("Você é o guia da Acme.", encoding="utf-8")
+    (tmp_path / "prompts" / "zh.txt").write_text("你是Acme的向导。", encoding="utf-8")
+    (tmp_path / "prompts" / "zh-Hant.txt").write_text("你是Acme的嚮導。", encoding="utf-8")
+    cfg = write_config(tmp_path, [{"name": "a", "model": "simulated/demo",
+                                   "system_prompt_file": "prompts/{language}.txt"}])
+    ep = load_settings(cfg)[0].endpoints[0]
+    assert ep.system_prompt_for("pt-PT") == "Você é o guia da Acme."
+    assert ep.system_prompt_for("zh-Hant") == "你是Acme的嚮導。"
+    with pytest.raises(ConfigError, match=r"prompts/es\.txt"):
+        ep.system_prompt_for("es-MX")
+    # The setup's key holds zh-Hant's own prompt but not pt-PT's inherited one: an
+    # endpoint without locale files keeps the key it had before the locales.
+    langs = ["en", "pt", "zh", "pt-PT", "zh-Hant"]
+    setup = setup_for(ep, ["pt-PT"], langs)
+    assert set(setup.system_prompts) == {"pt", "zh", "zh-Hant"}
+    assert setup.key == setup_for(ep, ["pt"], ["en", "pt", "zh", "zh-Hant"]).key

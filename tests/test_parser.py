@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 from monitor.catalog import Catalog
 from monitor.measure.parse import ParsedOption, ParseResult, parse_answer
 
-LANGS = ["en", "zh", "ja", "ko", "fr", "de"]
+LANGS = ["en", "zh", "ja", "ko", "fr", "de", "zh-Hant"]  # zh-Hant: Taiwan, Hong Kong
 
 # Realistic option names as the prompt of each language spells them (see probes/options).
 NAMES: dict[str, dict[str, str]] = {
     "en": {"A": "Tsinghua University", "B": "Harvard University", "C": "University of Tokyo"},
     "zh": {"A": "清华大学", "B": "哈佛大学", "C": "东京大学"},
+    "zh-Hant": {"A": "國立臺灣大學", "B": "哈佛大學", "C": "東京大學"},
     "ja": {"A": "清華大学", "B": "ハーバード大学", "C": "東京大学"},
     "ko": {"A": "서울대학교", "B": "하버드 대학교", "C": "도쿄대학"},
     "fr": {"A": "Université PSL", "B": "Université Harvard", "C": "Université de Tokyo"},
@@ -28,6 +29,7 @@ CITIES = {"A": "Paris", "B": "Tokyo", "C": "New York"}
 REFUSALS: dict[str, list[str]] = {
     "en": ["I'm sorry, but I can't", "I cannot provide a ranking"],
     "zh": ["抱歉，我无法", "我不能进行排名"],
+    "zh-Hant": ["抱歉，我無法", "我不能進行排名"],
     "ja": ["お答えできません", "順位付けはできません"],
     "ko": ["죄송하지만", "순위를 매길 수 없습니다"],
     "fr": ["Désolé, mais je ne peux pas", "Je ne peux pas classer"],
@@ -155,6 +157,8 @@ GENERIC = ["{name}: {s}/10", "**{name}** ({s}/10)", "{label}: {s}/10", "{label}.
 NATIVE = {
     "en": ["{name} - {s} out of 10", "{name}: {s} points", "__{name}__: {s} / 10"],
     "zh": ["{name}：{s}分", "{name}：{s}分（满分10分）", "{label}. {name} — {s}/10"],
+    "zh-Hant": ["{name}：{s}分", "{name}：{s}分（滿分10分）", "{name}評分：{s}分",
+                "{label}. {name} — {s}/10"],
     "ja": ["{name}：{s}点", "• {name}：{s}/10", "{name}：{s}点（10点満点）"],
     "ko": ["{name}: {s}점", "{name}: {s}점 (10점 만점)"],
     "fr": ["{name} : {s} sur 10", "{name} : {s}/10", "{name} : {s} points"],
@@ -211,6 +215,8 @@ PROSE = {
            "A 2023 survey put it 3rd; a 10 minute walk to 2 campuses."],
     "zh": ["清华大学成立于1911年，在QS排名第25位，有5万名学生。",
            "哈佛大学：1636年建校，校友中有8位美国总统。", "东京大学 (2位)"],
+    "zh-Hant": ["國立臺灣大學創立於1928年，在QS排名第69位，有3萬名學生。",
+                "哈佛大學：1636年建校，校友中有8位美國總統。", "東京大學 (2位)"],
     "ja": ["東京大学は1877年に設立され、学生数は約28,000人です。", "清華大学：1911年創立",
            "ハーバード大学（世界4位）"],
     "ko": ["서울대학교는 1946년에 설립되었으며 QS 순위 29위입니다.", "하버드 대학교: 1636년 설립",
@@ -549,6 +555,7 @@ def test_labels_with_numbers_that_are_no_scores_are_not_read(text: str) -> None:
     "Я бы не стал выставлять баллы этим городам.", "Я предпочёл бы не ставить оценки.",
     "أفضل عدم إعطاء درجات لهذه المدن.", "मैं इन शहरों को अंक देना उचित नहीं समझता।",
     "我不太方便给具体的地方打分。", "这里我就不打分了。",
+    "我不太方便給具體的地方打分。", "這裡我就不給分數了。",
     "具体的点数を付けるのは控えさせていただきます。", "점수는 드리지 않겠습니다.",
 ])
 def test_declining_to_score_is_a_refusal_in_every_language(text: str) -> None:

@@ -105,10 +105,11 @@ def test_a_run_asks_only_triplets_of_three_monitored_countries(shipped_catalog: 
         countries = {shipped_catalog.option(x.triplet.scenario, o).country
                      for o in x.triplet.option_ids}
         assert len(countries) == 3 and countries <= monitored, x.triplet
-    # Every unit feeds three cells, so no cell is starved: each holds 27-42% of a run
-    # (of every triplet, the non-English cells would hold 8-10%).
+    # Every unit feeds three cells, so no cell is starved: each holds 30-42% of the
+    # population (docs/statistics.md), 25-45% of these 600 draws (of every triplet, the
+    # non-English cells would hold 8-10%).
     shares = _cell_shares(shipped_catalog, specs, SIX)
-    assert min(shares.values()) > 0.27 and max(shares.values()) < 0.45, shares
+    assert min(shares.values()) > 0.25 and max(shares.values()) < 0.45, shares
     uniform = Sampler(shipped_catalog, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0,
                       triplets_per_run=600)
     assert min(_cell_shares(shipped_catalog, uniform.sample(0), SIX).values()) < 0.12

@@ -33,15 +33,27 @@ def read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
 M = TypeVar("M", bound=BaseModel)
 
 
+def _merged(under: object, over: object) -> object:
+    """`over` laid on `under`: mappings key by key, all else (text, lists) replaced."""
+    if isinstance(under, dict) and isinstance(over, dict):
+        return {**under, **{k: _merged(under.get(k), v) for k, v in over.items()}}
+    return over
+
+
 def read_model(path: Path, model: type[M], what: str, problems: list[Problem], *,
-               missing_fix: str, invalid_fix: str) -> M | None:
-    """A YAML file read into `model`; every problem (missing, unreadable, a bad key) appended."""
+               missing_fix: str, invalid_fix: str, under: Path | None = None) -> M | None:
+    """A YAML file read into `model`; every problem (missing, unreadable, a bad key) appended.
+    `under`: the file it inherits from (a locale's prompts from its language's), whose
+    keys hold where this file does not override them."""
     f = str(path)
     if not path.is_file():
         problems.append(Problem(f, f"missing {what}", fix=missing_fix))
         return None
     try:
-        return model.model_validate(load_yaml(path))
+        raw = load_yaml(path)
+        if under is not None and under.is_file():
+            raw = _merged(load_yaml(under), raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])

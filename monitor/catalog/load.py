@@ -83,6 +83,7 @@ def read_catalog(root: Path | None = None, extra: Sequence[Path] = ()
                 f"add `{stray.stem}: [...]` to languages.yaml or remove the file"))
     rules.check_local_coverage(languages, {n: s.options for n, s in scenarios.items()}, root,
                                problems)
+    rules.check_names_across({n: s.options for n, s in scenarios.items()}, root, problems)
     for overlay in extra:
         merge_overlay(Path(overlay), languages, scenarios, prompts, problems)
     if problems:

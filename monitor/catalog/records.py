@@ -13,10 +13,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from monitor.vocab import LABELS, Variant
+from monitor.vocab import LABELS, Variant, base_language
 
 __all__ = ["LABELS", "VARIANTS", "Catalog", "Option", "Pair", "Problem", "PromptFile", "Scenario",
-           "ScenarioText", "Triplet"]
+           "ScenarioText", "Triplet", "base_language"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 

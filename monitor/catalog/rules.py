@@ -17,11 +17,13 @@ from pathlib import Path
 
 from monitor.catalog.draw import DEFAULT_SEED, most_pairs, pair_bound
 from monitor.catalog.files import YamlError, load_yaml, read_csv
-from monitor.catalog.records import Option, Pair, Problem
+from monitor.catalog.records import Option, Pair, Problem, base_language
 from monitor.catalog.scripts import name_problems
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
-_LANG = re.compile(r"^[a-z]{2,3}$")
+# A language (ISO 639-1: `pt`) or a locale of one (BCP 47 with a region or script
+# subtag: `pt-PT`, `zh-Hant`), which inherits what it does not override from its base.
+_LANG = re.compile(r"^[a-z]{2,3}(?:-(?:[A-Z][a-z]{3}|[A-Z]{2}))?$")
 #: The pairs of a catalogue scenario; an overlay's may be fewer (pairs_needed).
 MIN_PAIRS = 100
 # In prose (prompt texts) a question mark is no placeholder; a TODO or <...> is.
@@ -95,8 +97,14 @@ def check_languages(path: Path, problems: list[Problem]) -> dict[str, tuple[str,
     for lang, countries in raw.items():
         if not isinstance(lang, str) or not _LANG.match(lang):
             problems.append(Problem(str(path), f"language code {lang!r} is not 2-3 lowercase "
-                                    "letters", "use an ISO 639-1 code such as `es`"))
+                                    "letters, or such a code with a region or script",
+                                    "use an ISO 639-1 code such as `es`, or a locale such as "
+                                    "`pt-PT` or `zh-Hant`"))
             continue
+        if (base := base_language(lang)) is not None and base not in raw:
+            problems.append(Problem(str(path), f"locale {lang}: its language {base!r} is not "
+                                    "in languages.yaml", f"add `{base}: [...]` (a locale "
+                                    "inherits its language's names and prompts)"))
         if not isinstance(countries, list):
             problems.append(Problem(str(path), f"{lang}: expected a list of country codes",
                                     f"write `{lang}: [XX]` or `{lang}: []`"))
@@ -148,7 +156,8 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
             problems.append(Problem(f, f"column {col!r} is not a language in {where}",
                                     row=1, fix=fix))
     for lang in languages:
-        if lang not in header:
+        # A locale's column may be left out: every name is then its language's.
+        if lang not in header and base_language(lang) is None:
             problems.append(Problem(f, f"missing column for language {lang!r}", row=1,
                                     fix=f"add a `{lang}` column with every option's name"))
     named = [lang for lang in header[2:] if lang in languages]
@@ -173,17 +182,28 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
                                     "alpha-2 code", row=line, column="country",
                                     fix="use e.g. GB (not UK), US, CN, HK"))
         names: dict[str, str] = {}
-        for lang in (c for c in header[2:] if c in languages):
-            name = row.get(lang, "")
+        cols = [c for c in header[2:] if c in languages]
+        # A locale without a column, or with a blank cell, writes the name as its language.
+        for lang in _base_first([*cols, *(x for x in languages if x not in cols
+                                          and base_language(x) is not None)]):
+            name, base = row.get(lang) or "", base_language(lang)
+            if lang not in cols and base not in names:
+                continue  # no column, nor one of its language: reported as missing
+            # A blank cell is the language's name where the file has it (an overlay asked
+            # in pt-PT alone names its options in pt-PT: a blank there is blank).
+            inherited = base is not None and not name.strip() and base in names
+            if inherited and base is not None:
+                name = names[base]
             names[lang] = name.strip()
+            whose = f" (inherited from {base})" if inherited else ""
             for msg in name_problems(lang, name):
-                problems.append(Problem(f, f"option {oid}: {lang} name {name!r} {msg}", row=line,
-                                        column=lang, fix=f"write the {lang} name a native "
-                                        "speaker would use"))
+                problems.append(Problem(f, f"option {oid}: {lang} name {name!r}{whose} {msg}",
+                                        row=line, column=lang, fix=f"write the {lang} name a "
+                                        "native speaker would use"))
             key = (lang, name.strip().casefold())
             if name.strip() and key in by_name:
-                problems.append(Problem(f, f"option {oid}: {lang} name {name!r} is also used by "
-                                        f"{by_name[key]}", row=line, column=lang,
+                problems.append(Problem(f, f"option {oid}: {lang} name {name!r}{whose} is also "
+                                        f"used by {by_name[key]}", row=line, column=lang,
                                         fix="names must be unique within a language"))
             by_name.setdefault(key, oid)
         options.setdefault(oid, Option(oid, country, names))
@@ -192,27 +212,63 @@ def check_options(path: Path, languages: dict[str, tuple[str, ...]],
     return options
 
 
+def _base_first(langs: list[str]) -> list[str]:
+    """The columns with every locale after its language, so that a blank cell can inherit."""
+    return sorted(langs, key=lambda lang: base_language(lang) is not None)
+
+
 MIN_LOCAL_OPTIONS = 3
+#: Countries that are one city: in a scenario of cities their one option is all there is,
+#: so one is enough (Hong Kong, local to zh-Hant, in relocation and travel).
+CITY_STATES = frozenset({"HK", "SG", "MO"})
+
+
+def min_options(country: str) -> int:
+    """The options a local country needs in a scenario (catalogue and overlay alike)."""
+    return 1 if country in CITY_STATES else MIN_LOCAL_OPTIONS
 
 
 def check_local_coverage(languages: Mapping[str, tuple[str, ...]],
                          scenarios: Mapping[str, Mapping[str, Option]], where: Path,
                          problems: list[Problem]) -> None:
     """Every country that languages.yaml makes local has >= 3 options in every scenario:
-    with fewer, its MD rests on one or two options and says little about the country."""
+    with fewer, its MD rests on one or two options and says little about the country.
+    A city-state (CITY_STATES) needs one: the city is the country."""
     for name, options in scenarios.items():
         counts: dict[str, int] = {}
         for opt in options.values():
             counts[opt.country] = counts.get(opt.country, 0) + 1
         for lang, countries in languages.items():
             for country in countries:
-                if counts.get(country, 0) < MIN_LOCAL_OPTIONS:
+                least = min_options(country)
+                if counts.get(country, 0) < least:
                     problems.append(Problem(
                         str(where / "options" / f"{name}.csv"),
                         f"country {country} (local to {lang!r} in languages.yaml) has "
                         f"{counts.get(country, 0)} option(s) in {name}, fewer than "
-                        f"{MIN_LOCAL_OPTIONS}", fix=f"add {country} options to {name} or take "
+                        f"{least}", fix=f"add {country} options to {name} or take "
                         f"{country} out of the `{lang}` entry"))
+
+
+def check_names_across(scenarios: Mapping[str, Mapping[str, Option]], where: Path,
+                       problems: list[Problem]) -> None:
+    """A name that another scenario's option of another country also has in the same
+    language (ar قرطاجنة: Cartagena in Colombia and in Spain) is ambiguous to the model
+    and to the reader of an answer: it needs its country, as Córdoba (Argentina) has.
+    Within a scenario the names are unique already (check_options); the same place in
+    two scenarios (Lisbon, relocation and travel) has one country and is no problem."""
+    seen: dict[tuple[str, str], tuple[str, Option]] = {}
+    for scen, options in scenarios.items():
+        for opt in options.values():
+            for lang, name in opt.names.items():
+                key = (lang, " ".join(name.casefold().split()))
+                first = seen.setdefault(key, (scen, opt))
+                if first[1].country != opt.country:
+                    problems.append(Problem(
+                        str(where / "options" / f"{scen}.csv"),
+                        f"option {opt.id} ({opt.country}): {lang} name {name!r} is also "
+                        f"{first[0]}'s {first[1].id} ({first[1].country})", column=lang,
+                        fix="add the country to one of them, as `Córdoba (Argentina)`"))
 
 
 def check_overlay_coverage(name: str, options: Mapping[str, Option],
@@ -228,10 +284,10 @@ def check_overlay_coverage(name: str, options: Mapping[str, Option],
     counts = Counter(o.country for o in options.values())
     for country, n in sorted(counts.items()):
         local = next((lang for lang, cs in languages.items() if country in cs), None)
-        if local is not None and n < MIN_LOCAL_OPTIONS:
+        if local is not None and n < (least := min_options(country)):
             problems.append(Problem(
                 f, f"country {country} (local to {local!r}) has {n} option(s) in {name}, fewer "
-                f"than {MIN_LOCAL_OPTIONS}", fix=f"add {MIN_LOCAL_OPTIONS - n} more {country} "
+                f"than {least}", fix=f"add {least - n} more {country} "
                 f"option(s), or remove its {n}"))
     if not any(c in english for c in counts):
         problems.append(Problem(f, f"{name} has no option in an English-speaking country "

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from monitor.catalog.records import base_language
+
 __all__ = ["PLACEHOLDER", "SCRIPTS", "name_problems"]
 
 PLACEHOLDER = re.compile(r"(\?\?|TODO|TBD|FIXME|XXX|N/A|\?|？|�|^-+$|<[^>]*>|\{|\})", re.I)
@@ -21,6 +23,11 @@ _CYRILLIC = r"\u0400-\u04ff"
 _TRADITIONAL = set("學國華東風語蘭灣門爾倫羅亞納維薩蘇聖藝術醫開關與為業"
                    "會號島廣澤鎮區縣漢濟鐵銀馬龍黃齊臺來慶陽盧譯紐約頓"
                    "圖書館鳳運線貝萊雲韓彌達遼寧瀋溫")
+# Their Simplified forms, common in names: finding one in zh-Hant means a Simplified name
+# (台, 云, 沈 are left out: Traditional writing uses them too, 台北 as much as 臺北).
+_SIMPLIFIED = set("学国华东风语兰湾门尔伦罗亚纳维萨苏圣艺术医开关与为业"
+                  "会号岛广泽镇区县汉济铁银马龙黄齐来庆阳卢译纽约顿"
+                  "图书馆凤运线贝莱韩弥达辽宁温")
 SCRIPTS: dict[str, tuple[str, str]] = {
     # language: (regex the name must match somewhere, what it means)
     "zh": (f"[{_HAN}]", "Chinese characters"),
@@ -42,6 +49,10 @@ _FORBIDDEN: dict[str, tuple[str, str]] = {
 }
 
 def name_problems(lang: str, name: str) -> list[str]:
+    """What is wrong with `name` in `lang`; a locale (zh-Hant) keeps its language's script
+    rules, and the script subtag's own (Hant: Traditional, Hans: Simplified)."""
+    script = lang.partition("-")[2]
+    lang = base_language(lang) or lang
     out: list[str] = []
     if not name.strip():
         return ["is blank"]
@@ -53,6 +64,8 @@ def name_problems(lang: str, name: str) -> list[str]:
         out.append(f"has no {SCRIPTS[lang][1]}")
     if lang in _FORBIDDEN and re.search(_FORBIDDEN[lang][0], name):
         out.append(f"contains {_FORBIDDEN[lang][1]}")
-    if lang == "zh" and (trad := sorted(set(name) & _TRADITIONAL)):
+    if lang == "zh" and script == "Hant" and (simp := sorted(set(name) & _SIMPLIFIED)):
+        out.append(f"uses Simplified characters {''.join(simp)} (zh-Hant is Traditional)")
+    elif lang == "zh" and script != "Hant" and (trad := sorted(set(name) & _TRADITIONAL)):
         out.append(f"uses Traditional characters {''.join(trad)} (zh is Simplified)")
     return out

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from monitor.catalog.files import read_csv, read_model
-from monitor.catalog.records import LABELS, Option, Problem, PromptFile
+from monitor.catalog.records import LABELS, Option, Problem, PromptFile, base_language
 from monitor.catalog.rules import todo_rows
 
 __all__ = ["check_aliases", "check_prompts", "check_scenario_texts", "check_sources"]
@@ -103,10 +103,16 @@ def check_scenario_texts(f: str, lang: str, language: str, texts: Iterable[str],
 
 def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
                   problems: list[Problem]) -> PromptFile | None:
+    """A language's prompt file; a locale's (pt-PT) holds only what it writes otherwise than
+    its language (pt), whose file gives the rest."""
     f = str(path)
+    base = base_language(lang)
     prompt = read_model(path, PromptFile, f"prompts for language {lang!r}", problems,
-                        missing_fix="translate prompts/en.yaml into this file",
-                        invalid_fix="compare with prompts/en.yaml")
+                        missing_fix=(f"write the texts that differ from prompts/{base}.yaml "
+                                     f"into this file, with `language: {lang}`" if base else
+                                     "translate prompts/en.yaml into this file"),
+                        invalid_fix="compare with prompts/en.yaml",
+                        under=path.with_name(f"{base}.yaml") if base else None)
     if prompt is None:
         return None
     check_scenario_texts(f, lang, prompt.language, prompt.scenarios, scenarios, problems,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from monitor.config.model import Endpoint
 from monitor.errors import ConfigError
-from monitor.vocab import AnswerFormat, Persona
+from monitor.vocab import AnswerFormat, Persona, base_language
 
 __all__ = ["DEFAULT_SETUP", "Setup", "reach_advice", "schema_advice", "setup_for"]
 
@@ -61,7 +61,7 @@ def setup_for(endpoint: Endpoint, languages: list[str], catalog_languages: list[
     """The endpoint's setup for a run in `languages`; ConfigError when one of their prompt
     files is missing. The key covers the prompts of every catalog language that has one, so
     that a run of fewer languages stays comparable with the baseline."""
-    prompts = {}
+    prompts: dict[str, str] = {}
     for lang in catalog_languages:
         try:
             text = endpoint.system_prompt_for(lang)
@@ -69,7 +69,10 @@ def setup_for(endpoint: Endpoint, languages: list[str], catalog_languages: list[
             if lang in languages:
                 raise
             continue
-        if text is not None:
+        base = base_language(lang)
+        if text is not None and not (base is not None and prompts.get(base) == text):
+            # A locale asked with its language's prompt adds nothing to the key: the
+            # setup of a deployment without locale files stays what it was.
             prompts[lang] = text
     persona = endpoint.persona or (Persona.USER if endpoint.has_system_prompt else Persona.SYSTEM)
     target = (json.dumps({"body": endpoint.http.body, "response": endpoint.http.response_path},

@@ -19,7 +19,7 @@ from monitor.config.detector import Thresholds, Topup
 from monitor.config.sinks import Alerts, check_headers_env
 from monitor.config.target import HttpTarget
 from monitor.errors import ConfigError
-from monitor.vocab import AnswerFormat, Persona, Variant
+from monitor.vocab import AnswerFormat, Persona, Variant, base_language
 
 __all__ = ["AUTO_BASELINE_RUNS", "Endpoint", "Report", "Settings", "Thresholds", "Topup",
            "parse_every"]
@@ -113,6 +113,11 @@ class Endpoint(BaseModel):
         if not self.system_prompt_file:
             return None
         path = Path(self.system_prompt_file.replace("{language}", language))
+        base = base_language(language)
+        if base is not None and not path.exists():
+            # A locale (pt-PT) without a file of its own is asked with its language's, as
+            # an assistant with one Portuguese prompt serves Portugal.
+            path = Path(self.system_prompt_file.replace("{language}", base))
         key = f"endpoints[{self.name}].system_prompt_file"
         try:
             text = path.read_text(encoding="utf-8").strip()

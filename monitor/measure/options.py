@@ -135,7 +135,8 @@ class Options:
         names_alt = "|".join(re.escape(n) for n, _ in self.all_names)
         return re.compile(
             rf"(?<![\w])({names_alt or '(?!)'})(?![\w]) ?[:：]? ?(?:\*\*)?({NUM})(?:/ ?10)? ?"
-            rf"(?:or|oder|ou|o|oppure|ya da|veya|или|atau|या|أو|或|还是|또는|か) ?({NUM})(?!\d)")
+            rf"(?:or|oder|ou|o|oppure|ya da|veya|или|atau|या|أو|或|还是|還是|또는|か) ?"
+            rf"({NUM})(?!\d)")
 
     @cached_property
     def mention_re(self) -> re.Pattern[str]:

@@ -60,7 +60,8 @@ _MAX_DEPTH = 3  # wrapper objects we look through, e.g. {"scores": {"A": 8, ...}
 # spaces): models translate the keys the prompt gave in English.
 _SCORE_KEYS = frozenset(
     {"score", "rating", "points", "note", "bewertung", "punktzahl", "punkte", "wertung",
-     "评分", "评价", "得分", "分数", "总分", "スコア", "点数", "評価", "점수", "평점", "총점",
+     "评分", "评价", "得分", "分数", "总分", "評分", "評價", "分數", "總分", "スコア", "点数",
+     "評価", "점수", "평점", "총점",
      "puntuación", "puntuacion", "puntaje", "calificación", "nota", "pontuação", "pontuacao",
      "avaliação", "punteggio", "voto", "valutazione", "skor", "nilai", "puan", "оценка", "балл",
      "баллы", "рейтинг", "الدرجة", "درجة", "التقييم", "تقييم", "النتيجة", "अंक", "स्कोर",
@@ -73,14 +74,16 @@ _STRENGTH_KEYS = ("strengths", "pros", "stärken", "forces", "points forts", "�
                   "сильные стороны", "плюсы", "نقاط القوة", "المزايا", "ताकत", "ताक़त",
                   "खूबियाँ", "मजबूत पक्ष", "शक्तियाँ")
 _WEAKNESS_KEYS = ("weaknesses", "cons", "schwächen", "faiblesses", "points faibles", "劣势",
+                  "劣勢",
                   "短所", "弱み", "약점", "단점", "debilidades", "puntos débiles", "desventajas",
                   "pontos fracos", "fraquezas", "desvantagens", "punti deboli", "svantaggi",
                   "kekurangan", "kelemahan", "zayıf yönler", "zayıf", "zayif", "eksiler",
                   "слабые стороны",
                   "минусы", "نقاط الضعف", "العيوب", "कमजोरियाँ", "कमज़ोरियाँ", "कमियाँ",
                   "कमजोर पक्ष")
-_ID_FIELDS = ("label", "option", "name", "id", "choice", "key", "選択肢", "选项", "옵션",
-              "名前", "名称", "이름", "都市", "城市", "도시", "大学", "대학", "city", "university",
+_ID_FIELDS = ("label", "option", "name", "id", "choice", "key", "選択肢", "选项", "選項",
+              "옵션", "名前", "名称", "名稱", "이름", "都市", "城市", "도시", "大学", "대학",
+              "city", "university",
               "opción", "opcion", "opção", "opcao", "opzione", "opsi", "pilihan", "seçenek",
               "secenek",
               "вариант", "الخيار", "خيار", "विकल्प", "etiqueta", "etichetta", "nombre", "nome",

@@ -49,6 +49,7 @@ from statistics import NormalDist
 from typing import Any
 
 from monitor.catalog import LABELS, Catalog, Option, load_catalog
+from monitor.vocab import base_language
 from monitor.yamlfile import load_yaml
 
 __all__ = ["PROFILES", "SimParams", "SimulatedAnswer", "answer"]
@@ -130,7 +131,9 @@ def _catalog(path: str | None, extra: tuple[str, ...] = ()) -> Catalog:
 @lru_cache(maxsize=16)
 def _phrases(language: str) -> dict[str, Any]:
     base = resources.files("monitor").joinpath("data/simulated")
-    name = f"{language}.yaml" if base.joinpath(f"{language}.yaml").is_file() else "en.yaml"
+    # A locale answers in its own words where it has them, else in its language's.
+    name = next((f"{code}.yaml" for code in (language, base_language(language))
+                 if code and base.joinpath(f"{code}.yaml").is_file()), "en.yaml")
     data = load_yaml(Path(str(base.joinpath(name))))
     assert isinstance(data, dict)
     return data
@@ -139,13 +142,24 @@ def _phrases(language: str) -> dict[str, Any]:
 def _recognise(catalog: Catalog, asked: str) -> tuple[str, str]:
     # The persona may be the system message, follow an assistant's own system prompt or
     # open the user's message (monitor.measure.assistant); the situation is always there.
+    # A locale shares some texts with its language (pt-PT's with pt), an overlay's scenario
+    # may extend a catalogue one's: the (language, scenario) whose texts the prompt holds
+    # most of, in characters, is the one asked.
+    best: tuple[int, str, str] | None = None
     for lang, texts in catalog.prompts.items():
         for scen, scen_text in texts.scenarios.items():
             if scen_text.system.strip() in asked or any(
                     getattr(scen_text.situation, p).strip() in asked
                     for p in ("neutral", "female", "male")):
-                return lang, scen
-    raise ValueError("simulated endpoint: the prompt is not a catalog prompt")
+                held = sum(len(t.strip()) for t in (
+                    scen_text.system, texts.task, texts.answer_format,
+                    *(getattr(scen_text.situation, p) for p in ("neutral", "female", "male")))
+                    if t.strip() in asked)
+                if best is None or held > best[0]:
+                    best = (held, lang, scen)
+    if best is None:
+        raise ValueError("simulated endpoint: the prompt is not a catalog prompt")
+    return best[1], best[2]
 
 
 def _options(catalog: Catalog, lang: str, scenario: str, user: str) -> dict[str, Option]:

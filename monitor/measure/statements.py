@@ -49,6 +49,8 @@ _SCORE_WORDS = (
     "punktzahl", "punkte", "bewertung", "gesamtbewertung", "gesamtnote", "note", "endnote",
     "insgesamt", "gesamt", "gesamteinschätzung", "einschätzung", "wertung", "endwertung",
     "评分", "得分", "总分", "综合评分", "最终评分", "初步评分", "评价", "打分", "分数",
+    # zh-Hant (Taiwan, Hong Kong): the same words in Traditional characters
+    "評分", "總分", "綜合評分", "最終評分", "初步評分", "評價", "分數",
     "スコア", "評価", "点数", "総合評価", "総合点", "最終スコア", "最終評価", "採点",
     "점수", "평점", "총점", "종합 점수", "종합 평가", "최종 점수", "평가",
     # es, pt, it, id, tr, ru, ar, hi (issue 16: the next languages)
@@ -63,20 +65,20 @@ _SCORE_WORDS = (
     "المجموع", "कुल", "कुल अंक", "keseluruhan", "secara keseluruhan",
 )
 KEYWORD = re.compile(
-    r"(?:my |meine? |ma |mon |最终|最終|初步|综合|総合|종합 |최종 )?(?:"
+    r"(?:my |meine? |ma |mon |最终|最終|初步|综合|綜合|総合|종합 |최종 )?(?:"
     + "|".join(re.escape(w) for w in sorted(set(_SCORE_WORDS), key=len, reverse=True))
     + r")(?![a-zà-ÿа-яё\u0600-\u06ff])")  # CJK needs no word boundary: "評価は8点"
 # Keyword, then up to 25 characters of no digit (", for Harvard:", "**", "★★★★☆ ("), then a number.
 _KEYWORD_STATEMENT = re.compile(KEYWORD.pattern + r"[^\d\n]{0,25}?(" + NUM + r")(?!\d)")
 # A number out of ten in prose: "8/10", "8 out of 10", "8 sur 10".
 OUT_OF_TEN = re.compile(rf"(?<![\d.,/])({NUM}) ?(?:分|点|점|points?|punkte?)? ?{OUT_OF}")
-# Ten first: "10点中8点", "10点満点中8点", "10점 만점에 8점", "满分10分，我给深圳打8分",
-# "10 में से 8", "10 üzerinden 8".
+# Ten first: "10点中8点", "10点満点中8点", "10점 만점에 8점", "满分10分，我给深圳打8分"
+# (滿分 in Traditional), "10 में से 8", "10 üzerinden 8".
 _TEN_FIRST = re.compile(
-    rf"(?:10 ?点 ?(?:満点)?中 ?|10 ?점 ?만점에 ?|满分 ?10 ?分[,，]? ?[^\d\n]{{0,12}}?)"
+    rf"(?:10 ?点 ?(?:満点)?中 ?|10 ?점 ?만점에 ?|[满滿]分 ?10 ?分[,，]? ?[^\d\n]{{0,12}}?)"
     rf"({NUM}) ?(?:点|점|分)|(?:10 में से|10 üzerinden) ({NUM})(?![\d.,/])")
-# A rating verb before a number with a point unit: "给它打8分", "8点をつけ", "8점을 주".
-_CJK_RATED = re.compile(rf"(?:打|给|評価|つけ|付け)[^\d\n]{{0,8}}?({NUM}) ?(?:分|点)|"
+# A rating verb before a number with a point unit: "给它打8分" (給), "8点をつけ", "8점을 주".
+_CJK_RATED = re.compile(rf"(?:打|给|給|評価|つけ|付け)[^\d\n]{{0,8}}?({NUM}) ?(?:分|点)|"
                         rf"({NUM}) ?(?:点を(?:つけ|付け)|점을 (?:주|드리|매기))")
 RANGE = re.compile(rf"(?<![\d.,]){NUM} ?(?:分|点|점)? ?(?:[-–~〜～]|to|bis|à|或|또는|or|ou|oder) ?"
                     rf"{NUM} ?(?:{OUT_OF}|分|点|점)")
@@ -84,7 +86,7 @@ RANGE = re.compile(rf"(?<![\d.,]){NUM} ?(?:分|点|점)? ?(?:[-–~〜～]|to|bi
 LABELLED = re.compile(r"([^:\d\n,.!?…。，！？]{2,30}?) ?: ?(?:\*\*|__)?+ ?(" + NUM + r") ?"
                        + OUT_OF)
 OPTION_WORD = (r"(?:option|choice|choix|opción|opção|opzione|opsi|pilihan|seçenek|вариант|"
-               r"الخيار|خيار|विकल्प|选项|選択肢|オプション|옵션|선택지) ?")
+               r"الخيار|خيار|विकल्प|选项|選項|選択肢|オプション|옵션|선택지) ?")
 # A list under a title of ranks ("QS rank: A 3, B 5, C 7") holds places, not scores.
 RANK_TITLE = re.compile(r"\brank|classement|\bplatz|rangliste|rang\b|排名|順位|순위|место|"
                         r"sıra|peringkat|posizion|clasificación|classificação|रैंक|ترتيب")
@@ -143,7 +145,7 @@ def statements(s: str) -> list[float | None]:
 
 
 # The "10" of a scale: "/10", "out of 10", "10点中", "10점 만점에", "满分10分", "10 में से".
-_SCALE = re.compile(rf"{OUT_OF}|10 ?点 ?(?:満点)?中|10 ?점 ?만점에|满分 ?10 ?分|10 में से|"
+_SCALE = re.compile(rf"{OUT_OF}|10 ?点 ?(?:満点)?中|10 ?점 ?만점에|[满滿]分 ?10 ?分|10 में से|"
                     r"10 üzerinden")
 
 
