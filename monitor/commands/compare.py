@@ -48,7 +48,7 @@ from monitor.errors import (
 from monitor.measure.budget import Allowance
 from monitor.measure.calls import ChatClient
 from monitor.measure.run import make_client
-from monitor.store import Store
+from monitor.store import Store, open_store
 from monitor.vocab import Change, Outcome
 
 __all__ = ["compare_command", "exit_code"]
@@ -113,15 +113,16 @@ def compare_command(args: argparse.Namespace) -> int:
     if args.show:
         from monitor.commands.reading import stored
 
-        store = stored(settings.storage.path)
+        store = stored(settings.storage)
         if store is None:
-            raise UsageError(f"--show {args.show}: no database at {settings.storage.path}")
+            raise UsageError(f"--show {args.show}: nothing stored yet at "
+                             f"{settings.storage.path}")
         res = show(Context(settings, catalog, store), args.show)
     else:
         if not args.candidate and not args.resume:
             raise UsageError("monitor compare: name the candidate with --candidate ENDPOINT "
                              "(or --resume COMPARE_ID, --show COMPARE_ID)")
-        with Store(settings.storage.path) as store:
+        with open_store(settings.storage) as store:
             ctx = Context(settings, catalog, store)
             names = [n for n in (args.baseline, args.candidate) if n]
             if not args.resume:

@@ -59,7 +59,7 @@ def plan_compare(args: argparse.Namespace) -> int:
     max_calls = int(_number(args.max_calls, "--max-calls", DEFAULT_MAX_CALLS, whole=True))
     from monitor.commands.reading import stored
 
-    store = stored(settings.storage.path)
+    store = stored(settings.storage)
     pop = cp.population(catalog, s.scenarios, s.languages)
     if not pop.names or not len(pop.holds):
         raise UsageError("sampling.languages / scenarios: no monitored country to compare")
