@@ -329,9 +329,11 @@ def _size_row(n: int, work: Path, threads: int, pg: Cluster | None) -> dict[str,
         row[what] = _child("--threads", str(threads), "--measure", str(path), what, pg_url=url)
         if pg is not None:
             row[what]["server_cpu_s"] = round(pg.cpu_s() - server0, 3)
+        server = (f"  server cpu {row[what]['server_cpu_s']:7.2f} s" if pg is not None
+                  else "")
         print(f"{n:>9} {what:<8} {row[what]['seconds']:8.2f} s  cpu "
-              f"{row[what]['cpu_s']:7.2f} s  server cpu {row[what].get('server_cpu_s', 0):7.2f} s"
-              f"  peak {row[what]['peak_rss_mb']:7.1f} MB", file=sys.stderr)
+              f"{row[what]['cpu_s']:7.2f} s{server}  peak {row[what]['peak_rss_mb']:7.1f} MB",
+              file=sys.stderr)
     if pg is not None and url is not None:  # the next size's database needs the disk
         pg.psql(f"DROP DATABASE \"{url.rsplit('/', 1)[1]}\"", timeout=600)
     return row
