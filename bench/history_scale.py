@@ -1,6 +1,7 @@
 """Statistics at scale (issue 13 item 3): every statistic of a year of a fleet recomputed.
 
     python bench/history_scale.py [--sizes 1M,3M,10M] [--threads 2] [--workdir DIR]
+                                  [--store duckdb|postgresql]
 
 For each size N a DuckDB file with the monitor's schema (its own migrations)
 gets N probe calls generated INSIDE DuckDB (range() and hash(),
@@ -18,11 +19,22 @@ monitor's one engine (monitor.stats, monitor.watch.history) computes:
 DuckDB `SET threads = --threads` (default 2), OPENBLAS_NUM_THREADS=1. Writes
 bench/results/history_scale.json and .png; the DuckDB files (~5 GB at 10M) go
 to a temporary folder that is removed, unless --workdir keeps them.
+
+--store postgresql (issue 35 item 6): the same history in PostgreSQL, read by
+the product's PgStore (what `storage.url_env` opens). A local PostgreSQL 15
+(Debian's binaries, started in a temporary folder by tests/support/postgres.py,
+shared_buffers 1 GB) gets a fresh database per size: the monitor's PostgreSQL
+schema by its own migrations, then the DuckDB file's rows copied in by COPY
+(CSV through psql) and VACUUM ANALYZE, as a restored or long-lived database
+would be. The same two measurements run in fresh processes against it; the
+server's CPU (postmaster and backends, /proc) is measured around each, beside
+the monitor process's. Writes bench/results/history_scale_pg.json and .png.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -38,7 +50,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
+
+from tests.support.postgres import Cluster, cluster, pg_bin  # noqa: E402
+
 ENDPOINT = "bench-0"
+#: The variable naming the PostgreSQL URL in the measuring process (storage.url_env).
+PG_ENV = "BENCH_PG_URL"
+#: A server sized for a history of this size (the tests' cluster has 64 MB of buffers);
+#: checkpoints spaced so a bulk load is not paced by them.
+PG_SETTINGS = ("-c shared_buffers=1GB -c work_mem=64MB -c maintenance_work_mem=512MB "
+               "-c max_wal_size=8GB -c checkpoint_timeout=30min")
 TRIPLETS, LANGS = 40, ["en", "ja", "zh", "fr", "de", "ko"]
 BIAS = {"CN": 0.9, "KR": 0.6, "JP": 0.4, "FR": 0.3, "US": 0.1, "GB": 0.1}
 RAW = ("Considering teaching, research output and student life, here is my assessment.\n"
@@ -99,8 +120,8 @@ def generate(path: Path, calls: int) -> dict[str, Any]:
             "WHEN hash(r, s, language) % 1000 < 12 THEN 'unparseable' ELSE 'ok' END, NULL, $14, "
             "NULL, 0.8 + (hash(r, s, language, 'l') % 1000) / 1000.0, 420, 380, 0.0011, "
             "'simulated/bench-2026', 'fp-bench', 1, "
-            "TIMESTAMPTZ '2026-01-01 00:00:00+00' + r * INTERVAL 30 MINUTE + s * INTERVAL 1 SECOND "
-            "FROM slot JOIN trip USING (si, k) CROSS JOIN lang",
+            "TIMESTAMPTZ '2026-01-01 00:00:00+00' + r * INTERVAL 30 MINUTE "
+            "+ s * INTERVAL 1 SECOND, 'text' FROM slot JOIN trip USING (si, k) CROSS JOIN lang",
             [[t[0] for t in trip], [t[1] for t in trip], [t[2].id for t in trip],
              [t[2].scenario for t in trip], [t[2].target_id for t in trip],
              [t[2].pair_id for t in trip], [",".join(t[2].option_ids) for t in trip],
@@ -136,6 +157,46 @@ def generate(path: Path, calls: int) -> dict[str, Any]:
             "file_mb": round(path.stat().st_size / 1e6, 1)}
 
 
+def load_postgres(path: Path, url: str, port: int, work: Path) -> dict[str, Any]:
+    """The DuckDB file's runs, calls and scores copied into the PostgreSQL database at
+    `url` (schema by the monitor's migrations), then VACUUM ANALYZE. In a process of
+    its own: DuckDB's export grows it by GBs, and a process started from one that
+    grew inherits its peak RSS (ru_maxrss survives exec)."""
+    import duckdb  # the generator's export; the monitor reads the rows through PgStore
+
+    from monitor.store import PgStore
+    from monitor.store.schema import CALL_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS
+
+    binary = pg_bin()
+    assert binary is not None
+    pg = Cluster(binary, port, "")
+    PgStore(url, env=PG_ENV, path=work).close()
+    db = url.rsplit("/", 1)[1]
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    rows = {}
+    for table, cols in (("runs", RUN_COLUMNS), ("probe_calls", CALL_COLUMNS),
+                        ("scores", SCORE_COLUMNS)):
+        names = ", ".join(c for c, _ in cols)
+        csv = work / f"{db}-{table}.csv"
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            con.execute(f"COPY (SELECT {names} FROM {table}) TO '{csv}' "
+                        "(FORMAT csv, HEADER false)")
+        finally:
+            con.close()
+        try:
+            pg.psql(f"\\copy {table} ({names}) FROM '{csv}' WITH (FORMAT csv)", db=db,
+                    timeout=7200)
+        finally:
+            csv.unlink()
+        rows[table] = int(pg.psql(f"SELECT count(*) FROM {table}", db=db))
+    pg.psql("VACUUM ANALYZE", db=db, timeout=7200)
+    size = int(pg.psql(f"SELECT pg_database_size('{db}')", db=db))
+    return {**rows, "load_s": round(time.perf_counter() - t0, 1),
+            "load_cpu_s": round(time.process_time() - cpu0, 1),
+            "database_mb": round(size / 1e6, 1)}
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
@@ -145,11 +206,13 @@ def measure(path: Path, what: str, threads: int) -> dict[str, Any]:
     from monitor.catalog import load_catalog
     from monitor.config import CUSUM_H, Alerts, Thresholds
     from monitor.stats import md_of, summarise
-    from monitor.store import Store
+    from monitor.store import PgStore, Store
     from monitor.watch import history, replay
 
     local = load_catalog().languages
-    store = Store(path)
+    url = os.environ.get(PG_ENV)
+    store = (PgStore(url, env=PG_ENV, path=Path(tempfile.mkdtemp(prefix="history-scale-")))
+             if url else Store(path))
     store.configure(threads=threads)
     rss_imports = _rss_mb()
     t0, cpu0 = time.perf_counter(), time.process_time()
@@ -175,10 +238,12 @@ def measure(path: Path, what: str, threads: int) -> dict[str, Any]:
             "runs": len(runs), **out}
 
 
-def _child(*args: str) -> dict[str, Any]:
+def _child(*args: str, pg_url: str | None = None) -> dict[str, Any]:
     # One BLAS thread: on a shared 2-core host OpenBLAS's spinning threads made
     # the JSD GEMMs 3-4x slower.
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    if pg_url:
+        env[PG_ENV] = pg_url
     out = subprocess.run([sys.executable, __file__, *args], check=True, capture_output=True,
                          text=True, env=env)
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -201,11 +266,19 @@ def main() -> None:
     ap.add_argument("--sizes", default="1M,3M,10M")
     ap.add_argument("--threads", type=int, default=2, help="DuckDB threads")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the DuckDB files here")
+    ap.add_argument("--store", choices=("duckdb", "postgresql"), default="duckdb",
+                    help="the store the history is read from")
     ap.add_argument("--generate", nargs=2, metavar=("PATH", "CALLS"), help=argparse.SUPPRESS)
+    ap.add_argument("--load", nargs=3, metavar=("PATH", "PORT", "WORKDIR"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--measure", nargs=2, metavar=("PATH", "WHAT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.generate:
         print(json.dumps(generate(Path(args.generate[0]), int(args.generate[1]))))
+        return
+    if args.load:
+        print(json.dumps(load_postgres(Path(args.load[0]), os.environ[PG_ENV],
+                                       int(args.load[1]), Path(args.load[2]))))
         return
     if args.measure:
         print(json.dumps(measure(Path(args.measure[0]), args.measure[1], args.threads)))
@@ -213,41 +286,65 @@ def main() -> None:
     sizes = [_size(s) for s in args.sizes.split(",")]
     work = args.workdir or Path(tempfile.mkdtemp(prefix="history-scale-"))
     work.mkdir(parents=True, exist_ok=True)
+    pg_ctx = cluster(PG_SETTINGS) if args.store == "postgresql" else contextlib.nullcontext()
     rows = []
     try:
-        for n in sizes:
-            path = work / f"calls-{n}.duckdb"
-            gen = (_child("--generate", str(path), str(n)) if not path.exists()
-                   else {"reused": True})
-            gen["file_mb"] = round(path.stat().st_size / 1e6, 1)
-            row: dict[str, Any] = {"calls_requested": n, "generate": gen}
-            for what in ("latest", "history"):
-                row[what] = _child("--threads", str(args.threads), "--measure", str(path), what)
-                print(f"{n:>9} {what:<8} {row[what]['seconds']:8.2f} s  cpu "
-                      f"{row[what]['cpu_s']:7.2f} s  peak {row[what]['peak_rss_mb']:7.1f} MB",
-                      file=sys.stderr)
-            rows.append(row)
+        with pg_ctx as pg:
+            for n in sizes:
+                rows.append(_size_row(n, work, args.threads, pg))
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
     growth = {w: _slope([float(r["calls_requested"]) for r in rows],
                         [r[w]["seconds"] for r in rows]) for w in ("latest", "history")}
-    doc = {"command": "python bench/history_scale.py --sizes " + args.sizes,
-           "duckdb_threads": args.threads, "openblas_threads": 1, "cpus": os.cpu_count(),
+    name = "history_scale" if args.store == "duckdb" else "history_scale_pg"
+    doc = {"command": f"python bench/history_scale.py --sizes {args.sizes} --store {args.store}",
+           "store": args.store, "duckdb_threads": args.threads, "openblas_threads": 1,
+           "cpus": os.cpu_count(), "postgresql_settings": PG_SETTINGS if pg is not None else None,
            "load_average_at_end": os.getloadavg(), "growth_exponent": growth,
            "targets": {"latest_s": 2, "history_s": 60, "peak_rss_mb": 4096}, "sizes": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "history_scale.json").write_text(json.dumps(doc, indent=2) + "\n")
-    _figure(rows)
+    (RESULTS / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+    _figure(rows, name)
     print(json.dumps(doc, indent=2))
 
 
-def _figure(rows: list[dict[str, Any]]) -> None:
+def _size_row(n: int, work: Path, threads: int, pg: Cluster | None) -> dict[str, Any]:
+    """One size: generated (or reused), loaded into PostgreSQL if asked, measured."""
+    path = work / f"calls-{n}.duckdb"
+    gen = _child("--generate", str(path), str(n)) if not path.exists() else {"reused": True}
+    gen["file_mb"] = round(path.stat().st_size / 1e6, 1)
+    row: dict[str, Any] = {"calls_requested": n, "generate": gen}
+    url = None
+    if pg is not None:
+        url = pg.database()
+        server0 = pg.cpu_s()
+        row["load"] = _child("--load", str(path), str(pg.port), str(work), pg_url=url)
+        row["load"]["load_server_cpu_s"] = round(pg.cpu_s() - server0, 1)
+        print(f"{n:>9} loaded   {row['load']['load_s']:8.1f} s  server cpu "
+              f"{row['load']['load_server_cpu_s']:7.1f} s  {row['load']['database_mb']} MB",
+              file=sys.stderr)
+    for what in ("latest", "history"):
+        server0 = pg.cpu_s() if pg else 0.0
+        row[what] = _child("--threads", str(threads), "--measure", str(path), what, pg_url=url)
+        if pg is not None:
+            row[what]["server_cpu_s"] = round(pg.cpu_s() - server0, 3)
+        server = (f"  server cpu {row[what]['server_cpu_s']:7.2f} s" if pg is not None
+                  else "")
+        print(f"{n:>9} {what:<8} {row[what]['seconds']:8.2f} s  cpu "
+              f"{row[what]['cpu_s']:7.2f} s{server}  peak {row[what]['peak_rss_mb']:7.1f} MB",
+              file=sys.stderr)
+    if pg is not None and url is not None:  # the next size's database needs the disk
+        pg.psql(f"DROP DATABASE \"{url.rsplit('/', 1)[1]}\"", timeout=600)
+    return row
+
+
+def _figure(rows: list[dict[str, Any]], name: str) -> None:
     from monitor.report.figures import Series, line_chart
 
     xs = [float(r["calls_requested"]) for r in rows]
     series = [Series(w, xs, [r[w]["seconds"] for r in rows]) for w in ("latest", "history")]
-    line_chart(RESULTS / "history_scale.png", series,
+    line_chart(RESULTS / f"{name}.png", series,
                title="Recomputing the statistics vs stored probe calls",
                xlabel="stored probe calls", ylabel="seconds",
                hlines={"latest target 2 s": 2.0, "history target 60 s": 60.0},

@@ -11,6 +11,12 @@ run writes them and estimated by the product's engine (monitor.stats.md_of,
 by run). Figures: the share of answered (triplet, language) cells that enter MD
 (the old rule kept only complete triplets), MD CI coverage per country against the
 truth (the same engine on a large run without losses), and the mean error.
+Part "reask" (6 languages): whether a lost answer is worth asking again, per call.
+The same runs (a) with their losses, (b) with each lost answer asked once more and
+answered with the language's own odds (a real model's second answer drawn afresh;
+the optimistic case for asking again), (c) with the calls (b) spent given to more
+triplets instead. Figures: calls per run and the mean half-width of the pooled MD
+intervals per country (the precision a run's calls buy).
 Writes bench/results/missing.json.
 """
 
@@ -47,7 +53,7 @@ NORMAL = NormalDist()
 
 
 def frame(cat: Catalog, languages: list[str], runs: int, triplets: int, seed: int, *,
-          lose: bool) -> pd.DataFrame:
+          lose: bool, reask: bool = False, calls: list[int] | None = None) -> pd.DataFrame:
     """The scores a run stores, one row per (run, triplet, language, option) answered."""
     prof = PROFILES["realistic"]
     shift: dict[str, float] = prof["language_shift"]
@@ -62,8 +68,15 @@ def frame(cat: Catalog, languages: list[str], runs: int, triplets: int, seed: in
             t = spec.triplet
             opts = [cat.scenarios[t.scenario].options[o] for o in spec.order]
             for lang in languages:
+                if calls is not None:
+                    calls.append(1)
                 if lose and rng.random() < LOSS[lang]:
-                    continue  # the whole answer: no score of any option
+                    if not reask:
+                        continue  # the whole answer: no score of any option
+                    if calls is not None:
+                        calls.append(1)
+                    if rng.random() < LOSS[lang]:
+                        continue  # lost again
                 call = rng.normal(0, prof["call_sd"])
                 for label, opt in zip("ABC", opts, strict=True):
                     q = 4.5 + 3.0 * _unit("quality", t.scenario, opt.id)
@@ -127,6 +140,31 @@ def measure(cat: Catalog, languages: list[str], runs: int, triplets: int) -> dic
     }
 
 
+def reask_part(cat: Catalog, runs: int, triplets: int) -> dict[str, Any]:
+    """(a) losses kept, (b) every lost answer asked once more, (c) (b)'s calls as more
+    triplets: calls per run and the MD intervals' mean half-width, pooled cells."""
+    local = {lang: list(cat.languages.get(lang, ())) for lang in SIX}
+    out: dict[str, Any] = {}
+    extra = 0.0
+    for name, size, reask in (("kept", triplets, False), ("asked_again", triplets, True),
+                              ("more_triplets", 0, False)):
+        if name == "more_triplets":
+            size = triplets + round(extra / len(SIX))
+        calls: list[int] = []
+        md = md_table(frame(cat, SIX, runs, size, 1, lose=True, reask=reask, calls=calls),
+                      SIX, local, by_run=True)
+        pooled = md[md["scenario"] == POOLED].dropna(subset=["ci_lower", "ci_upper"])
+        half = float(((pooled["ci_upper"] - pooled["ci_lower"]) / 2).mean())
+        per_run = len(calls) / runs
+        if name == "asked_again":
+            extra = per_run - triplets * len(SIX)
+        out[name] = {"triplets_per_run": size, "calls_per_run": round(per_run, 1),
+                     "md_ci_half_width_mean": round(half, 4)}
+        print(f"reask {name:13s}: {size} triplets, {per_run:.1f} calls/run, MD CI "
+              f"+-{half:.3f}", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200)
@@ -139,7 +177,8 @@ def main() -> None:
               "generator": "realistic profile of monitor/measure/simulated.py, demo biases, "
                            "losses per language LOSS",
               "six": measure(cat, SIX, args.runs, args.triplets),
-              "fourteen": measure(cat, FOURTEEN, args.runs, args.triplets)}
+              "fourteen": measure(cat, FOURTEEN, args.runs, args.triplets),
+              "reask": reask_part(cat, args.runs, args.triplets)}
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     for k in ("six", "fourteen"):
         r = result[k]

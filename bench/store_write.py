@@ -30,29 +30,7 @@ RESULTS = ROOT / "bench" / "results"
 
 from monitor.store import PgStore, RunRow, Store  # noqa: E402
 from monitor.store.base import Base  # noqa: E402
-from tests.support.postgres import cluster  # noqa: E402
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _server_cpu(port: int) -> float:
-    """CPU seconds of the server listening on `port`: its postmaster and its children."""
-    procs: dict[int, tuple[int, float]] = {}
-    master = None
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        procs[int(entry.name)] = (int(stat[1]), (int(stat[11]) + int(stat[12])) / TICK)
-        if f"port={port}" in cmd and "postgres" in cmd:
-            master = int(entry.name)
-    if master is None:
-        raise RuntimeError(f"no PostgreSQL on port {port}")
-    return procs[master][1] + sum(cpu for ppid, cpu in procs.values() if ppid == master)
+from tests.support.postgres import Cluster, cluster  # noqa: E402
 
 
 def _rows(run_id: str, start: int, n: int) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
@@ -82,7 +60,7 @@ def _rows(run_id: str, start: int, n: int) -> tuple[dict[str, list[Any]], dict[s
     return calls, scores
 
 
-def measure(store: Base, calls: int, batch: int, port: int | None) -> dict[str, Any]:
+def measure(store: Base, calls: int, batch: int, pg: Cluster | None) -> dict[str, Any]:
     assert isinstance(store, Store)
     run_id = "bench-run"
     store.create_run(RunRow(run_id=run_id, endpoint="bench", model="openai/x", simulated=False,
@@ -92,13 +70,13 @@ def measure(store: Base, calls: int, batch: int, port: int | None) -> dict[str, 
                             started_at=datetime.now(UTC), finished_at=None, status="running"))
     batches = [_rows(run_id, start, min(batch, calls - start))
                for start in range(0, calls, batch)]
-    server0 = _server_cpu(port) if port else 0.0
+    server0 = pg.cpu_s() if pg else 0.0
     cpu0, wall0 = time.process_time(), time.perf_counter()
     with store.session():  # the writer holds its connection across batches
         for c, s in batches:
             store.write_batch(c, s, heartbeat=run_id, replaces=False)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    server = (_server_cpu(port) - server0) if port else 0.0
+    server = (pg.cpu_s() - server0) if pg else 0.0
     return {"calls": calls, "batch": batch, "client_cpu_us_per_call": cpu / calls * 1e6,
             "server_cpu_us_per_call": server / calls * 1e6,
             "total_cpu_us_per_call": (cpu + server) / calls * 1e6,
@@ -117,8 +95,8 @@ def main() -> None:
         for batch in (int(b) for b in args.batches.split(",")):
             duck = Store(Path(tmp) / f"bench-{batch}.duckdb")
             pgs = PgStore(pg.database(), env="BENCH_PG", path=Path(tmp) / "pg")
-            for engine, store, port in (("duckdb", duck, None), ("postgresql", pgs, pg.port)):
-                row = {"engine": engine, **measure(store, args.calls, batch, port)}
+            for engine, store, server in (("duckdb", duck, None), ("postgresql", pgs, pg)):
+                row = {"engine": engine, **measure(store, args.calls, batch, server)}
                 out["rows"].append(row)
                 print(f"{engine:10s} batch {batch:4d}: client {row['client_cpu_us_per_call']:5.0f}"
                       f" us/call, server {row['server_cpu_us_per_call']:5.0f} us/call, wall "

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from monitor.catalog import load_catalog, read_catalog
-from monitor.catalog.rules import min_options
+from monitor.catalog.coverage import min_options
 from monitor.config import load_settings
 from monitor.context import Context
 from monitor.measure import RunOptions, run_endpoint

@@ -123,8 +123,7 @@ CAUGHT: dict[str, tuple[Callable[[Docs], None], tuple[str, ...]]] = {
 MISSED: dict[str, Callable[[Docs], None]] = {
     "wrong enum: imagePullPolicy": lambda d: _monitor(d).update(imagePullPolicy="Sometimes"),
     "wrong enum: port protocol": lambda d: _monitor(d)["ports"][0].update(protocol="HTTP"),
-    "wrong enum: accessModes": lambda d: _kind(d, "PersistentVolumeClaim")["spec"].update(
-        accessModes=["ReadWriteSometimes"]),
+    "wrong enum: restartPolicy": lambda d: _pod(d).update(restartPolicy="Sometimes"),
     "bad quantity: memory limit": lambda d: _monitor(d)["resources"]["limits"].update(
         memory="lots"),
 }
@@ -156,10 +155,12 @@ def test_what_the_schemas_do_not_check(kv: ModuleType, name: str) -> None:
         f"kubernetes-validate now catches {name!r}: move it to CAUGHT and update the README"
 
 
-def test_the_replicated_form_shares_a_database_and_no_volume() -> None:
-    """At 2 replicas (or any), the store is PostgreSQL from a Secret, never a volume that
-    two pods would contend for."""
-    docs = _docs(ROOT / "deploy" / "kubernetes" / "replicas.yaml")
+@pytest.mark.parametrize("name", ["replicas.yaml", "sidecar.yaml"])
+def test_each_form_shares_a_database_and_no_volume(name: str) -> None:
+    """The monitor's own Deployment and the sidecar form, at 2 replicas or more (any count
+    is safe): the store is PostgreSQL from a Secret, never a volume that two pods would
+    contend for, and /data is scratch."""
+    docs = _docs(ROOT / "deploy" / "kubernetes" / name)
     assert _deployment(docs)["spec"]["replicas"] >= 2
     config = yaml.safe_load(_kind(docs, "ConfigMap")["data"]["monitor.yaml"])
     var = config["storage"]["url_env"]
@@ -167,3 +168,14 @@ def test_the_replicated_form_shares_a_database_and_no_volume() -> None:
     assert "secretKeyRef" in env["valueFrom"]
     assert not any("persistentVolumeClaim" in v for v in _pod(docs)["volumes"])
     assert not any(d["kind"] == "PersistentVolumeClaim" for d in docs)
+    (data,) = [m for m in _monitor(docs)["volumeMounts"] if m["mountPath"] == "/data"]
+    (scratch,) = [v for v in _pod(docs)["volumes"] if v["name"] == data["name"]]
+    assert "emptyDir" in scratch
+
+
+def test_the_sidecar_does_not_gate_the_assistants_readiness() -> None:
+    """A failing readiness probe of the monitor would take the assistant's pod out of its
+    Service: the sidecar has none (liveness restarts the monitor's container only)."""
+    monitor = _monitor(_docs(SIDECAR))
+    assert "readinessProbe" not in monitor
+    assert monitor["livenessProbe"]["httpGet"]["path"] == "/healthz"

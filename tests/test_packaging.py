@@ -148,3 +148,43 @@ def test_compose_files_are_valid_and_pass_a_key_only_when_it_is_set() -> None:
     assert "--web.listen-address=127.0.0.1:3" in check["alertmanager"]["command"]
     targets = {v["target"] for v in check["alertmanager"]["volumes"]}
     assert "/etc/alertmanager/alertmanager.yml" in targets  # the real routes stay
+
+
+def test_compose_replicas_share_postgres_through_variables_passed_by_name() -> None:
+    """deploy/compose.replicas.yml: two replicas on one PostgreSQL, the URL and the password
+    passed by name only (their values live in deploy/.env, never in a committed file), both
+    replicas scraped; with the check's overrides everything is on the host network."""
+    services = compose_config("docker-compose.yml", "compose.replicas.yml", env={})["services"]
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] is None
+    assert services["postgres"]["image"] == "postgres:15"
+    for name in ("monitor", "monitor-2"):
+        env = services[name]["environment"]
+        assert env["BIAS_MONITOR_DATABASE_URL"] is None, name
+        assert env["MONITOR_STORAGE__URL_ENV"] == "BIAS_MONITOR_DATABASE_URL", name
+        assert env["OPENAI_API_KEY"] is None and "postgres" in services[name]["depends_on"]
+    assert services["monitor-2"]["image"] == services["monitor"]["image"]
+    # Owner tokens start with the host name: two replicas on one host network differ.
+    assert services["monitor"]["hostname"] != services["monitor-2"]["hostname"]
+    assert {v["source"] for v in services["monitor"]["volumes"]}.isdisjoint(
+        v["source"] for v in services["monitor-2"]["volumes"] if v["type"] == "volume")
+    config = services["prometheus"]["command"][0].split("=", 1)[1]
+    (mount,) = [v for v in services["prometheus"]["volumes"] if v["target"] == config]
+    prom = yaml.safe_load(Path(mount["source"]).read_text())
+    assert prom["scrape_configs"][0]["static_configs"][0]["targets"] == [
+        "monitor:9464", "monitor-2:9464"]
+    assert "max by" in prom_comment(Path(mount["source"]))
+    check = compose_config(
+        "docker-compose.yml", "check/compose.check.yml", "compose.replicas.yml",
+        "check/compose.replicas.check.yml", env={
+            "CHECK_DIR": "/tmp/check", "CHECK_MONITOR_PORT": "1", "CHECK_PROMETHEUS_PORT": "2",
+            "CHECK_ALERTMANAGER_PORT": "3", "CHECK_MONITOR_2_PORT": "4",
+            "CHECK_POSTGRES_PORT": "5"})["services"]
+    for name in ("postgres", "monitor", "monitor-2"):
+        assert check[name]["network_mode"] == "host", name
+        assert not check[name].get("expose"), name
+    assert check["monitor-2"]["environment"]["MONITOR_METRICS__PORT"] == "4"
+    assert check["postgres"]["command"][:3] == ["postgres", "-p", "5"]
+
+
+def prom_comment(path: Path) -> str:
+    return " ".join(line for line in path.read_text().splitlines() if line.startswith("#"))

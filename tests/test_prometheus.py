@@ -149,7 +149,7 @@ def test_every_scrape_job_has_an_up_and_an_absent_rule_lasting_two_scrapes() -> 
     scraped at all (absent) both alert, each only after `for` >= 2 scrape intervals, so
     one missed scrape never pages; for every job of the shipped Prometheus configs."""
     jobs: dict[str, int] = {}
-    for path in (SCRAPE, ROOT / "deploy" / "prometheus" / "prometheus.yml"):
+    for path in (SCRAPE, *sorted((ROOT / "deploy" / "prometheus").glob("*.yml"))):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         default = doc.get("global", {}).get("scrape_interval", "1m")  # Prometheus' default
         for job in doc["scrape_configs"]:

@@ -1,16 +1,21 @@
 """Three `monitor run` replicas on one PostgreSQL store (tests/support/postgres.py) and one
-local OpenAI-protocol endpoint, for many short `every:` slots:
+local OpenAI-protocol endpoint, for 30 short `every:` slots:
 
 - each slot is run by one replica at most, and the calls answered are exactly the calls
   stored, the plan of the runs (the daily budget, counted across the replicas, caps it);
 - the replica holding a run is SIGKILLed mid-run (its run process with it, as a pod's
   death takes both): once its lease has run out another replica resumes the run and
   asks only what is missing;
-- every Slack and webhook message of the outbox reaches each sink exactly once.
+- every Slack and webhook message of the outbox reaches each sink exactly once;
+- the history the replicas made, copied into a DuckDB file, reports the same numbers.
+
+A run process imports LiteLLM (about 4 s of CPU here), so a slot takes 4-5 s: the next
+slot's process starts while the previous run ends, and takes the lease after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,8 +29,10 @@ from typing import Any
 import pytest
 
 from monitor.catalog import Catalog
-from monitor.store import PgStore
+from monitor.report import build, to_json
+from monitor.store import PgStore, Store
 from monitor.store.coordination import endpoint_lease
+from monitor.store.transfer import copy_history
 from monitor.vocab import RunStatus
 from tests.support.biased import BiasedModel
 from tests.support.helpers import openai_endpoint, write_config
@@ -36,9 +43,10 @@ from tests.support.slack import serve_slack
 
 pytestmark = pytest.mark.slow
 
-PERIOD_S = 10  # each run: a child process importing LiteLLM, a few dozen calls
+PERIOD_S = 4  # each run: a child process importing LiteLLM, a dozen calls
 LEASE_S = 6
-RUNS = 6  # the daily budget is this many runs' calls
+RUNS = 24  # the daily budget is this many runs' calls
+SLOTS = 30  # claimed by the three replicas: the runs, the kill's, the budget's
 
 
 class Pausable:
@@ -120,6 +128,8 @@ def test_three_replicas_share_slots_take_over_a_killed_run_and_page_once(
                 sampling={"triplets_per_run": 6, "scenarios": ["university"],
                           "languages": ["en", "zh"]},
                 budget={"max_probes_per_day": 10_000},  # replaced once a run's size is known
+                # The plan is the runs' calls: no top-up runs (tests/test_topup.py has them).
+                topup={"enabled": False},
                 alerts={"slack": {"webhook_url_env": "T_SLACK"},
                         "webhook": {"url_env": "T_HOOK"}},
                 report={"enabled": False},
@@ -141,10 +151,9 @@ def test_three_replicas_share_slots_take_over_a_killed_run_and_page_once(
         # Mid-run on the third run (the lone replica's was the first): half its calls
         # answered, the rest held while the test kills the one asking.
         model.pause_after = 2 * per_run + per_run // 2
-        with daemon(configs[0], logs[0], env=env) as p0, \
-                daemon(configs[1], logs[1], env=env) as p1, \
-                daemon(configs[2], logs[2], env=env) as p2:
-            procs = [p0, p1, p2]
+        with contextlib.ExitStack() as stack:
+            procs = [stack.enter_context(daemon(cfg, log, env=env))
+                     for cfg, log in zip(configs, logs, strict=True)]
             # The endpoint holds the third run's later calls; once what it answered is
             # stored, the lease holder's run process and its replica are killed at once.
             wait_until(lambda: model.held >= 1, 600, *logs)
@@ -160,6 +169,11 @@ def test_three_replicas_share_slots_take_over_a_killed_run_and_page_once(
             os.kill(replica, signal.SIGKILL)
             killed_at, killed_wall = time.monotonic(), time.time()
             model.running.set()
+            # The orchestrator replaces the dead pod (a new process, the same machine's
+            # folder and port): three replicas again for the slots to come.
+            dead = [p.pid for p in procs].index(replica)
+            logs.append(tmp_path / f"r{dead}-replaced.log")
+            procs.append(stack.enter_context(daemon(configs[dead], logs[-1], env=env)))
             # Another replica takes the run over once the lease has run out.
             wait_until(lambda: _run(store, third.run_id).status == RunStatus.COMPLETE, 300, *logs)
             took_over_s, resumed_wall = time.monotonic() - killed_at, time.time()
@@ -171,9 +185,9 @@ def test_three_replicas_share_slots_take_over_a_killed_run_and_page_once(
                 r.status in (RunStatus.COMPLETE, RunStatus.PARTIAL) for r in store.runs("local"))
                 and not store.outbox_backlog("local") and len(store.outbox_pending("local")) == 0
                 and any("budget" in " ".join(p.texts()) for p in hooks.requests), 600, *logs)
-            # A few slots more, with the budget spent: no call, and its notice not again.
-            spent = _slots(store)
-            wait_until(lambda: len(_slots(store)) >= len(spent) + 3, 300, *logs)
+            # Slots more, with the budget spent: no call, and its notice not again.
+            pids = {p.pid for p in procs}
+            wait_until(lambda: len(_slots(store, pids)) >= SLOTS, 300, *logs)
             for proc in procs:
                 if proc.poll() is None:
                     proc.send_signal(signal.SIGTERM)
@@ -183,9 +197,11 @@ def test_three_replicas_share_slots_take_over_a_killed_run_and_page_once(
         # Every replica stopped: no slot claimed after. The lone first replica's slot
         # was its run.
         claimed = len(_slots(store, {p.pid for p in procs}))
+        assert claimed >= SLOTS
         runs = store.runs("local")
-        # Calls: each answered once, each answer stored, exactly the runs' plan.
-        assert max(model.answered.values()) == 1
+        # Calls: each answer stored, exactly the runs' plan. Every stored call was answered
+        # at least once, so as many answers as stored calls means none was asked twice
+        # (two runs may ask the same prompt: the answers are counted, not the prompts).
         stored = _calls(store)
         assert sum(model.answered.values()) == stored == sum(r.planned_calls for r in runs)
         assert len(runs) == RUNS and stored == RUNS * per_run  # the budget, across replicas
@@ -212,6 +228,16 @@ def test_three_replicas_share_slots_take_over_a_killed_run_and_page_once(
             True: messages, False: messages}
         # The password shows in no log.
         assert not any(PASSWORD in log.read_text() for log in logs)
+        # The same history in a DuckDB file: its report's numbers are the same.
+        copy = Store(tmp_path / "copy.duckdb")
+        copy_history(store, copy)
+        assert json.loads(to_json(build(copy, shipped_catalog, runs[-1:], runs))) == \
+            json.loads(to_json(build(store, shipped_catalog, runs[-1:], runs)))
+        # Slots nobody claimed (every live replica's run process of the slot before still
+        # going: a replica starts one at a time); printed, as the machine's load decides.
+        every = _slots(store, pids)  # the lone first replica's came before a pause
+        unclaimed = round((every[-1] - every[0]) / PERIOD_S) + 1 - len(every)
+        print(f"{unclaimed} slot(s) unclaimed between the first and the last claimed")
         print(f"takeover after SIGKILL: {took_over_s:.1f} s (lease {LEASE_S} s); "
               f"{len(runs)} runs, {stored} calls, {claimed} slots claimed, "
               f"{model.held} calls held at the kill; {budget} budget, {len(skips)} skipped, "

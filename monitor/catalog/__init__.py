@@ -2,8 +2,9 @@
 
     records.py     Option, Pair, Triplet, Scenario, Catalog, PromptFile, Problem
     files.py       CSV and YAML reading with positions for messages
-    rules.py       the checks of languages, options, coverage and pairs; each appends
+    rules.py       the checks of languages, options and pairs; each appends
                    Problems so one pass reports all
+    coverage.py    each local country's options per scenario; names across scenarios
     scripts.py     what a name must look like in its language's script
     text_rules.py  the checks of aliases, sources and prompt files
     load.py        read_catalog / load_catalog, the content-hash catalog version

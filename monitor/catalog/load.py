@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from monitor.catalog import rules, text_rules
+from monitor.catalog import coverage, rules, text_rules
 from monitor.catalog.overlay import OVERLAY_FILES, merge_overlay
 from monitor.catalog.records import Catalog, Problem, Scenario
 from monitor.errors import CatalogError
@@ -81,9 +81,9 @@ def read_catalog(root: Path | None = None, extra: Sequence[Path] = ()
             problems.append(Problem(
                 str(stray), f"language {stray.stem!r} is not in languages.yaml",
                 f"add `{stray.stem}: [...]` to languages.yaml or remove the file"))
-    rules.check_local_coverage(languages, {n: s.options for n, s in scenarios.items()}, root,
+    coverage.check_local_coverage(languages, {n: s.options for n, s in scenarios.items()}, root,
                                problems)
-    rules.check_names_across({n: s.options for n, s in scenarios.items()}, root, problems)
+    coverage.check_names_across({n: s.options for n, s in scenarios.items()}, root, problems)
     for overlay in extra:
         merge_overlay(Path(overlay), languages, scenarios, prompts, problems)
     if problems:

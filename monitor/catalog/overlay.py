@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from monitor.catalog import rules, text_rules
+from monitor.catalog import coverage, rules, text_rules
 from monitor.catalog.files import read_csv, read_model
 from monitor.catalog.records import Problem, PromptFile, Scenario, ScenarioText
 
@@ -73,7 +73,7 @@ def merge_overlay(root: Path, languages: dict[str, tuple[str, ...]],
         own = scenario_languages(opt_file, languages, problems)
         options = rules.check_options(opt_file, own, problems, catalogue=list(languages))
         options = text_rules.check_aliases(root / "aliases" / f"{name}.csv", options, problems)
-        rules.check_overlay_coverage(name, options, own, root, problems)
+        coverage.check_overlay_coverage(name, options, own, root, problems)
         pairs = rules.check_pairs(root / "pairs" / f"{name}.csv", options, own, problems,
                                   overlay=True)
         text_rules.check_sources(root / "sources" / f"{name}.csv", options, problems)

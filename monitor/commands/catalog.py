@@ -10,18 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 from monitor.catalog import Problem, default_catalog_dir, load_catalog, read_catalog
+from monitor.catalog.coverage import MIN_LOCAL_OPTIONS, check_overlay_coverage
 from monitor.catalog.draw import draw_pairs, most_pairs
 from monitor.catalog.overlay import scenario_languages
 from monitor.catalog.pairs import write_pairs
 from monitor.catalog.records import ScenarioText
-from monitor.catalog.rules import (
-    MIN_LOCAL_OPTIONS,
-    MIN_PAIRS,
-    check_languages,
-    check_options,
-    check_overlay_coverage,
-    draw_command,
-)
+from monitor.catalog.rules import MIN_PAIRS, check_languages, check_options, draw_command
 from monitor.errors import UsageError
 
 __all__ = ["catalog_new_scenario", "catalog_pairs", "catalog_stats", "catalog_validate"]

@@ -22,7 +22,14 @@ from monitor.catalog import load_catalog
 from monitor.commands.reading import stored
 from monitor.config import load_settings, parse_since
 from monitor.errors import NoResultsError, UsageError
-from monitor.report import build, render_html, render_markdown, trend_to, unreadable
+from monitor.report import (
+    build,
+    latest_runs,
+    render_html,
+    render_markdown,
+    trend_to,
+    unreadable,
+)
 from monitor.store import RunRow, Store
 from monitor.vocab import FINISHED, RunStatus
 
@@ -51,20 +58,12 @@ def select_runs(store: Store, args: argparse.Namespace, storage: str) -> dict[st
     every = [r for r in sorted(store.runs(), key=lambda r: r.started_at)
              if not wanted or r.endpoint in wanted]
     out: dict[str, list[RunRow]] = {}
-    for run in every:
-        if run.status not in FINISHED or (since is not None and run.started_at < since):
-            continue
-        out.setdefault(run.endpoint, []).append(run)
     if since is None:
-        out = {ep: runs[-1:] for ep, runs in out.items()}
-        # An endpoint's latest run that failed with its answers stored is what
-        # its report must show (why nothing could be read), not an older run.
-        latest: dict[str, RunRow] = {}
+        out = latest_runs(store, wanted)
+    else:
         for run in every:
-            if run.status in (*FINISHED, RunStatus.FAILED):
-                latest[run.endpoint] = run
-        unread = unreadable(store, list(latest.values()))
-        out.update({ep: [run] for ep, run in latest.items() if run.run_id in unread})
+            if run.status in FINISHED and run.started_at >= since:
+                out.setdefault(run.endpoint, []).append(run)
     if not out:
         where = f" since {args.since}" if args.since else ""
         names = f" for {', '.join(sorted(wanted))}" if wanted else ""

@@ -53,6 +53,9 @@ class Endpoint(BaseModel):
     rpm: int = Field(300, ge=1, le=100_000, description="Requests per minute ceiling.")
     timeout_s: float = Field(60, gt=0, le=3600, description="Timeout of one call.")
     max_retries: int = Field(3, ge=0, le=20, description="Retries after a failed call.")
+    reask_failed: float = Field(
+        0.25, ge=0, le=1, description="Share of a run's calls asked once more at its end when "
+                                      "they failed in transit (0: never).")
     params: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0.7,
                                                             "max_tokens": 900},
                                    description="Extra completion parameters.")

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from monitor.alerts import Sink, deliver, note, owed, queue
 from monitor.catalog import Catalog
@@ -50,6 +50,16 @@ log = logging.getLogger(__name__)
 PROGRESS_S = 30.0
 
 
+class RunReporter(Protocol):
+    """Writes the reports the daemon serves (monitor.serve.publish.Reporter)."""
+
+    def __call__(self, run_id: str) -> object:
+        """A finished run's report, before its messages go out (they link to it)."""
+
+    def fleet(self) -> object:
+        """The fleet page of every endpoint in the store, after the slot."""
+
+
 class ScheduledRun:
     """One endpoint's scheduled slots in a run process (a test or a bench may run many
     slots with one: the baseline read once stays in `cache`)."""
@@ -57,12 +67,12 @@ class ScheduledRun:
     def __init__(self, settings: Settings, catalog: Catalog, store: Store, sinks: list[Sink],
                  *, client_factory: Callable[[Endpoint], ChatClient] | None = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 reporter: Callable[[str], object] | None = None) -> None:
+                 reporter: RunReporter | None = None) -> None:
         self.ctx = Context(settings, catalog, store)
         self.sinks = sinks  # Slack, the webhook, PagerDuty: each as configured
         self.client_factory = client_factory  # tests may answer without HTTP
         self.clock = clock  # the budget's day
-        self.reporter = reporter  # writes a finished run's report (monitor.serve.publish)
+        self.reporter = reporter  # writes the reports (monitor.serve.publish)
         self.cache: ReferenceCache = {}
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
@@ -94,6 +104,7 @@ class ScheduledRun:
         abandoned) run, start no new one (a replica taking over a dead one's run);
         `wait_s`: how long another process's hold of the endpoint may delay it."""
         try:
+            ran = False
             async with hold(self.store, name, owners.token(),
                             self.settings.storage.lease_seconds, wait_s=wait_s) as held:
                 if not held:
@@ -104,7 +115,11 @@ class ScheduledRun:
                              "still going after %gs", name, wait_s)
                     self.skipped[name] = self.skipped.get(name, 0) + 1
                     return
-                await self._slot(name, resume_only)
+                ran = await self._slot(name, resume_only)
+            if ran and self.reporter is not None:
+                # After the lease: the page reads every endpoint, and another replica's
+                # slot of this one need not wait for it.
+                await asyncio.to_thread(self.reporter.fleet)
         except asyncio.CancelledError:
             # Shutdown: what arrived is stored and the run is marked interrupted.
             # Ending quietly keeps the scheduler from logging it as a crash.
@@ -113,14 +128,15 @@ class ScheduledRun:
         except Exception as exc:
             self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
 
-    async def _slot(self, name: str, resume_only: bool) -> None:
+    async def _slot(self, name: str, resume_only: bool) -> bool:
+        """Whether a run was made (or resumed)."""
         endpoint = self.settings.endpoint(name)
         allowance = Allowance.today(self.settings.budget, self.store, name, self.clock())
         langs = len(self.settings.sampling.languages)
         if allowance.spent or allowance.run_size(1, langs) < 1:
             log.info("endpoint %s: %s", name, allowance.describe())
             await asyncio.to_thread(self.budget_hit, endpoint)
-            return
+            return False
         self.budget_exhausted[name] = 0
         pending = await asyncio.to_thread(self._interrupted, endpoint)
         if pending:
@@ -129,6 +145,7 @@ class ScheduledRun:
         size = allowance.run_size(self.settings.sampling.triplets_per_run, langs)
         if size >= 1 and not resume_only:
             await self._one(endpoint, RunOptions(triplets=size), allowance)
+        return bool(pending) or (size >= 1 and not resume_only)
 
     async def _one(self, endpoint: Endpoint, opts: RunOptions, allowance: Allowance) -> None:
         client = (self.client_factory(endpoint) if self.client_factory

@@ -41,6 +41,10 @@ class CallResult:
     fingerprint: str | None
     attempts: int
     answer_format: str = AnswerFormat.TEXT  # what the call was really asked in
+    # A transport failure (a timeout, no connection, 429 or 5xx) that outlasted the
+    # client's retries: the run asks it again at its end (endpoints[].reask_failed).
+    # Not one that asking again cannot mend (401, 400) nor a paid empty answer.
+    transient: bool = False
 
     @property
     def ok(self) -> bool:

@@ -172,6 +172,7 @@ class LLMClient:
         ep = self.endpoint
         started = self._clock()
         error = "not attempted"
+        transient = True
         attempt = 0
         fmt: dict[str, Any] | None = None
         while attempt <= ep.max_retries:
@@ -206,6 +207,7 @@ class LLMClient:
                     attempt -= 1
                     continue
                 if isinstance(status, int) and 400 <= status < 500 and status not in _RETRY_STATUS:
+                    transient = False
                     break  # auth, bad request, unknown model: retrying cannot help
                 wait = _retry_after(exc)
             if attempt > ep.max_retries:
@@ -215,7 +217,7 @@ class LLMClient:
         return CallResult(text=None, error=error, latency_s=self._clock() - started,
                           input_tokens=None, output_tokens=None, cost_usd=None, model_id=None,
                           fingerprint=None,
-                          attempts=attempt,
+                          attempts=attempt, transient=transient,
                           answer_format=AnswerFormat.JSON_SCHEMA if fmt else AnswerFormat.TEXT)
 
     async def _call(self, messages: list[dict[str, str]], language: str | None,

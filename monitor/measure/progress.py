@@ -52,6 +52,12 @@ class Progress:
         """A message of its own line (a redrawn progress line is ended first)."""
         print(("\n" if self.tty else "") + f"{self.label}{text}", file=self.stream, flush=True)
 
+    def again(self, n: int, text: str) -> None:
+        """`n` failed calls are asked once more: they are to do again (their answers
+        replace the failures), said on a line of its own."""
+        self.counts["failed"] -= n
+        self.note(text)
+
     def advance(self, status: str) -> None:
         self.counts[status] += 1
         now = self.clock()

@@ -24,8 +24,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 from monitor.catalog import Catalog
 from monitor.config import Endpoint, Setup
@@ -48,8 +48,8 @@ from monitor.store import RunRow
 from monitor.store import owner as owners
 from monitor.vocab import LABELS, AnswerFormat, CallStatus, RunStatus, Variant
 
-__all__ = ["DRAIN_S", "RunResult", "ask", "despite_cancels", "finish_run", "make_client",
-           "run_endpoint"]
+__all__ = ["DRAIN_S", "Failed", "RunResult", "ask", "despite_cancels", "finish_run", "make_client",
+           "reasked", "run_endpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +168,13 @@ async def ask(ctx: Context[MeasureStore], endpoint: Endpoint, run: RunRow, setup
     schemas = ({cot: answer_schema(list(LABELS), cot=cot) for cot in (False, True)}
                if setup.answer_format != AnswerFormat.TEXT else None)
 
-    async def one(spec: ProbeSpec, lang: str, wire: Wire) -> None:
-        nonlocal not_asked
+    failed: list[Failed] = []  # failed in transit in the first pass
+    answered = 0
+
+    async def one(spec: ProbeSpec, lang: str, wire: Wire, before: int | None = None) -> None:
+        """Ask one call; `before`: the requests a re-asked call already made (the stored
+        `attempts` counts every request of the call)."""
+        nonlocal not_asked, answered
         ON_WIRE.set(wire)  # this task's own context: the client marks the request out
         async with slots:
             if stopping or writer.failure is not None or not await guard.admit():
@@ -182,6 +187,11 @@ async def ask(ctx: Context[MeasureStore], endpoint: Endpoint, run: RunRow, setup
                 res = await client.complete(prompt.messages, language=lang, schema=schema)
             finally:
                 await guard.settle(res.cost_usd if res is not None else None)
+        answered += res.ok
+        if before is None and res.transient:
+            failed.append(Failed(spec, lang, res.attempts))
+        elif before is not None:
+            res = replace(res, attempts=res.attempts + before)
         parsed = (parse_answer(res.text, prompt.names, catalog.prompts[lang].refusals,
                                prompt.aliases)
                   if res.ok and res.text is not None else None)
@@ -212,6 +222,22 @@ async def ask(ctx: Context[MeasureStore], endpoint: Endpoint, run: RunRow, setup
             await asyncio.wait(tasks)
         for t in tasks:
             t.result()  # a bug in one() must not pass silently
+        again = reasked(failed, answered=answered, asked=len(todo) - not_asked,
+                        share=endpoint.reask_failed, calls_left=allowance.calls)
+        if again and writer.failure is None:
+            msg = (f"{len(failed)} failed in transit: asking {len(again)} again "
+                   f"(endpoints[].reask_failed {endpoint.reask_failed:g})")
+            log.info("run %s: %s", run.run_id, msg)
+            if progress:
+                progress.again(len(again), msg)
+            writer.resumed = True  # a re-asked answer replaces its failed row, counted
+            more = [Wire() for _ in again]
+            wires.extend(more)
+            tasks.extend(asyncio.ensure_future(one(f.spec, f.language, w, f.attempts))
+                         for f, w in zip(again, more, strict=True))
+            await asyncio.wait(tasks[-len(again):])
+            for t in tasks[-len(again):]:
+                t.result()
     except BaseException as exc:
         # Ctrl-C, SIGTERM or a crash of this process: keep what arrived (and what
         # is on its way), and leave the run resumable with --resume.
@@ -256,8 +282,31 @@ async def ask(ctx: Context[MeasureStore], endpoint: Endpoint, run: RunRow, setup
                 await asyncio.to_thread(store.finish_run, run.run_id, stop_status,
                                         f"storage failed: {writer.failure}"[:500])
         raise err
-    allowance.used(len(todo) - not_asked)
+    allowance.used(len(tasks) - not_asked)
     return not_asked
+
+
+class Failed(NamedTuple):
+    """A call that failed in transit, and the requests it made."""
+
+    spec: ProbeSpec
+    language: str
+    attempts: int
+
+
+def reasked(failed: list[Failed], *, answered: int, asked: int, share: float,
+            calls_left: int | None) -> list[Failed]:
+    """The calls a run asks once more at its end: those that failed in transit, at most
+    `share` of the calls it asked (and what the day's calls leave), in the order asked -
+    and none when no call was answered at all (the endpoint is down: asking again would
+    only double the time the run spends on it). Unreadable and refused answers are not
+    asked again (docs/statistics.md, "Missing answers")."""
+    if not failed or not answered:
+        return []
+    room = int(share * asked)
+    if calls_left is not None:
+        room = min(room, calls_left - asked)
+    return failed[:max(room, 0)]
 
 
 def finish_run(ctx: Context[MeasureStore], run: RunRow, *, partial: bool = False,

@@ -83,9 +83,10 @@ class Writer:
                 time.sleep(wait)  # the other processes' turn
             self._held.enter_context(self.store.session())
             self._held_since = self._clock()
-        self.store.write_batch(columns([c for c, _ in batch], CALL_COLUMNS),
-                               columns([s for _, ss in batch for s in ss], SCORE_COLUMNS),
-                               heartbeat=self.run_id, replaces=self.resumed)
+        for part in _distinct(batch):
+            self.store.write_batch(columns([c for c, _ in part], CALL_COLUMNS),
+                                   columns([s for _, ss in part for s in ss], SCORE_COLUMNS),
+                                   heartbeat=self.run_id, replaces=self.resumed)
 
     def _release(self) -> None:
         try:
@@ -198,6 +199,22 @@ class Writer:
             return StoreWriteError("; ".join(parts), mount=exc.mount, free_bytes=exc.free_bytes,
                                    run_id=self.run_id, cause=exc.cause)
         return type(exc)("; ".join(parts))
+
+
+def _distinct(batch: list[Record]) -> list[list[Record]]:
+    """`batch` in order, cut where a call comes again: a call asked again at the run's
+    end may meet its failure in one batch, and one INSERT cannot hold a key twice; in
+    order, the answer replaces the failure, which is counted (replaced_failures)."""
+    parts: list[list[Record]] = [[]]
+    seen: set[tuple[str, str]] = set()
+    for record in batch:
+        key = (record[0]["triplet_id"], record[0]["language"])
+        if key in seen:
+            parts.append([])
+            seen.clear()
+        seen.add(key)
+        parts[-1].append(record)
+    return parts
 
 
 def _room(exc: StoreWriteError, spooled_bytes: int, spooled: int, not_asked: int) -> str:

@@ -13,9 +13,9 @@
 """
 
 from monitor.report.build import EndpointReport, Evidence, build, to_json
-from monitor.report.common import trend_to, unreadable
+from monitor.report.common import latest_runs, trend_to, unreadable
 from monitor.report.html import render_html
 from monitor.report.markdown import render_markdown
 
-__all__ = ["EndpointReport", "Evidence", "build", "render_html", "render_markdown", "to_json",
-           "trend_to", "unreadable"]
+__all__ = ["EndpointReport", "Evidence", "build", "latest_runs", "render_html", "render_markdown",
+           "to_json", "trend_to", "unreadable"]

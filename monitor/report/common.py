@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from monitor.report.ports import ReportStore
@@ -68,6 +69,25 @@ def jsd_star(p_value: Any, n: Any) -> bool:
 def slug(endpoint: str) -> str:
     """An endpoint's name as a file name."""
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in endpoint)
+
+
+def latest_runs(store: ReportStore, endpoints: Collection[str] = ()) -> dict[str, list[RunRow]]:
+    """endpoint -> [its latest finished run] (of `endpoints`, or every endpoint in the
+    store), in the order of their first finished run; an endpoint's latest run that
+    failed with its answers stored is taken instead, to show why nothing could be read:
+    what `monitor report` covers without --run or --since, and the daemon's fleet page."""
+    every = [r for r in sorted(store.runs(), key=lambda r: r.started_at)
+             if not endpoints or r.endpoint in endpoints]
+    out: dict[str, list[RunRow]] = {}
+    latest: dict[str, RunRow] = {}
+    for run in every:
+        if run.status in FINISHED:
+            out[run.endpoint] = [run]
+        if run.status in (*FINISHED, RunStatus.FAILED):
+            latest[run.endpoint] = run
+    unread = unreadable(store, list(latest.values()))
+    out.update({ep: [run] for ep, run in latest.items() if run.run_id in unread})
+    return out
 
 
 def trend_to(store: ReportStore, run: RunRow) -> list[RunRow]:

@@ -7,6 +7,13 @@ pandas and matplotlib never load in the long-lived scheduler. It is written
 after the run's evaluation, so its alert history and the index's verdict
 include this run's changes. Writing it never fails a run: an error is one
 warning line and the run, its alerts and its metrics go on as before.
+
+Once the store holds the runs of two endpoints or more (replicas, or a platform's
+assistants, sharing one PostgreSQL store), the run process also writes the fleet
+page after the run's messages went out: what `monitor report` writes without
+--run or --since (monitor.report's `latest_runs`), every endpoint in the store,
+those other replicas or configurations run included, so each replica serves the
+whole fleet at /report.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from pathlib import Path
 
 from monitor.catalog import Catalog
 from monitor.config import Settings
-from monitor.report import build, render_html, trend_to, unreadable
+from monitor.report import build, latest_runs, render_html, trend_to, unreadable
 from monitor.serve import site
 from monitor.store import CellRecord, RunRow, Store
 from monitor.vocab import FINISHED, POOLED, AlertState, LevelState
@@ -83,6 +90,33 @@ class Reporter:
             return None
         finally:
             if built is not None and built.exists():  # left only when publishing failed
+                shutil.rmtree(built, ignore_errors=True)
+
+    def fleet(self) -> Path | None:
+        """The fleet page's folder, or None (disabled, fewer than two endpoints, failed)."""
+        if not self.settings.report.enabled:
+            return None
+        built: Path | None = None
+        try:
+            store = self.store
+            with store.session():
+                chosen = latest_runs(store)
+                if len(chosen) < 2:  # one endpoint: its run's report says it all
+                    return None
+                reports = [build(store, self.catalog, runs, trend_to(store, runs[-1]))
+                           for runs in chosen.values()]
+            built = site.scratch(self.root, site.FLEET)
+            render_html(reports, built)
+            site.publish_fleet(self.root, built)
+            log.info("fleet page of %d endpoints written to %s", len(reports),
+                     self.root / site.FLEET)
+            return self.root / site.FLEET
+        except Exception as exc:  # a by-product, as the run's report
+            log.warning("the fleet page was not written to %s (%s: %s); the run is not "
+                        "affected", self.root, type(exc).__name__, str(exc)[:200])
+            return None
+        finally:
+            if built is not None and built.exists():
                 shutil.rmtree(built, ignore_errors=True)
 
     def _write(self, run: RunRow, out: Path) -> site.Entry:

@@ -4,14 +4,19 @@ under /report may read from it. Standard library only: the scheduler serves it.
     <dir>/index.html       the runs index (newest first), rewritten on each publish
     <dir>/runs.json        the same list for scripts: run_id, endpoint, times, status, verdict
     <dir>/<run_id>/        one run's report as `monitor report --run RUN_ID --out` writes it
+    <dir>/fleet/           the fleet page: `monitor report` of every endpoint in the store
+                           (each one's latest run), written once the store holds two
 
 A run's report is built in a scratch folder inside <dir> (same file system) and
 renamed into place, and the index files are written to a temporary file and
-renamed, so a reader never sees half a report. Publishing holds an flock on
+renamed, so a reader never sees half a report (the fleet page alike). Publishing holds
+an flock on
 <dir>/.lock: the run processes of two endpoints may finish at once. Only the
 latest `keep` runs' folders are kept.
 
-`lookup` maps a request path to a file: only names of letters, digits, `.`,
+`/report` leads to the fleet page where there is one (several endpoints: the page that
+names them all), else to the latest run's report. `lookup` maps a request path to a
+file: only names of letters, digits, `.`,
 `_`, `-` (no leading dot, so no `..`, no hidden file), at most <run>/<file>,
 known extensions only, the real path (symlinks followed) inside <dir>; no
 directory listing other than the index. Every answer carries the headers of
@@ -36,12 +41,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-__all__ = ["HEADERS", "Answer", "Entry", "entries", "lookup", "publish", "scratch"]
+__all__ = ["FLEET", "HEADERS", "Answer", "Entry", "entries", "lookup", "publish", "publish_fleet",
+           "scratch"]
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/report"
 INDEX, MANIFEST, LOCK = "index.html", "runs.json", ".lock"
+#: The fleet page's folder (a run id always starts with its endpoint and has a time).
+FLEET = "fleet"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _TYPES = {".html": "text/html; charset=utf-8", ".png": "image/png",
           ".svg": "image/svg+xml", ".json": "application/json",
@@ -130,24 +138,40 @@ def publish(root: Path, entry: Entry, built: Path, keep: int) -> list[Entry]:
     """Move the report built in `built` (a `scratch` folder) to <root>/<run_id>, list it
     first in the index and drop the reports beyond the latest `keep`. The index after."""
     with _locked(root):
-        target = root / entry.run_id
-        os.chmod(built, 0o755)  # mkdtemp makes it private; the report is for readers
-        if target.exists():  # a run written again (resumed): swap, then drop the old one
-            old = Path(tempfile.mkdtemp(prefix=f".old-{entry.run_id}-", dir=root))
-            os.replace(target, old / "report")
-            os.replace(built, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(built, target)
+        _place(root, entry.run_id, built)
         runs = [entry, *(e for e in entries(root) if e.run_id != entry.run_id)]
         kept, dropped = runs[:keep], runs[keep:]
         _write(root / MANIFEST, json.dumps({"runs": [asdict(e) for e in kept]}, indent=1))
-        _write(root / INDEX, index_page(kept))
+        _write(root / INDEX, index_page(kept, fleet=_has_fleet(root)))
         for e in dropped:
             if _valid(e.run_id):
                 shutil.rmtree(root / e.run_id, ignore_errors=True)
         _sweep(root)
     return kept
+
+
+def publish_fleet(root: Path, built: Path) -> None:
+    """Move the fleet page built in `built` (a `scratch` folder) to <root>/fleet, in place
+    of the one before, and link it from the index."""
+    with _locked(root):
+        _place(root, FLEET, built)
+        _write(root / INDEX, index_page(entries(root), fleet=True))
+
+
+def _place(root: Path, name: str, built: Path) -> None:
+    target = root / name
+    os.chmod(built, 0o755)  # mkdtemp makes it private; the report is for readers
+    if target.exists():  # written again (a run resumed, the fleet page): swap, drop the old
+        old = Path(tempfile.mkdtemp(prefix=f".old-{name}-", dir=root))
+        os.replace(target, old / "report")
+        os.replace(built, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(built, target)
+
+
+def _has_fleet(root: Path) -> bool:
+    return (root / FLEET / INDEX).is_file()
 
 
 def _sweep(root: Path) -> None:
@@ -160,7 +184,7 @@ def _sweep(root: Path) -> None:
                     shutil.rmtree(p, ignore_errors=True)
 
 
-def index_page(runs: list[Entry]) -> str:
+def index_page(runs: list[Entry], *, fleet: bool = False) -> str:
     latest: dict[str, Entry] = {}
     for e in runs:
         latest.setdefault(e.endpoint, e)
@@ -177,7 +201,9 @@ def index_page(runs: list[Entry]) -> str:
             "margin:2em;color:#222}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
             "padding:3px 8px;font-size:13px;text-align:left}th{background:#f3f3f3}</style>"
             "</head><body><h1>bias-monitor reports</h1>"
-            f"<p>Latest report per endpoint: {heads or 'none yet'}.</p>"
+            + ('<p><a href="fleet/">Fleet</a>: every endpoint in the store, its latest '
+               "run's report.</p>" if fleet else "")
+            + f"<p>Latest report per endpoint: {heads or 'none yet'}.</p>"
             "<table><tr><th>endpoint</th><th>run</th><th>started (UTC)</th><th>status</th>"
             f"<th>verdict</th></tr>\n{rows}\n</table>"
             f"<p>The latest {len(runs)} run(s) are kept (report.keep_runs).</p></body></html>\n")
@@ -190,7 +216,9 @@ def _text(status: int, text: str) -> Answer:
 def lookup(root: Path, path: str) -> Answer:
     """The answer to GET `path` (the request target, `/report...`), for `root`."""
     raw = path.split("?", 1)[0].split("#", 1)[0]
-    if raw == PREFIX:  # the latest report of any endpoint
+    if raw == PREFIX:  # the fleet page, else the latest report of any endpoint
+        if _has_fleet(root):
+            return Answer(302, location=f"report/{FLEET}/", body=b"see the fleet page\n")
         runs = entries(root)
         if not runs:
             return _text(404, "no report yet: the daemon writes one after each run")

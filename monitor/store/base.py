@@ -27,7 +27,7 @@ from monitor.errors import StoreError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Base", "Connection", "Result"]
+__all__ = ["Base", "Connection", "Result", "batch_rows"]
 
 
 class Result(Protocol):
@@ -176,3 +176,12 @@ class Base:
     def schema_version(self) -> int:
         rows = self._rows("SELECT value FROM meta WHERE key='schema_version'")
         return int(rows[0][0]) if rows else 0
+
+
+def batch_rows(table: str, cols: tuple[tuple[str, str], ...], data: dict[str, list[Any]]) -> int:
+    """The rows of a columnar batch (name -> values) for `table`, its columns checked to be
+    of one length: what either engine's insert writes."""
+    n = len(data[cols[0][0]])
+    if any(len(data[c]) != n for c, _ in cols):
+        raise ValueError(f"{table}: columns of unequal length")
+    return n

@@ -37,7 +37,7 @@ import duckdb
 import numpy as np
 
 from monitor.errors import StoreBusyError, StoreError, StoreWriteError
-from monitor.store.base import Base, Connection
+from monitor.store.base import Base, Connection, batch_rows
 from monitor.store.diagnose import classify, duckdb_shaped, refuse_foreign
 from monitor.store.schema import APP, MIGRATIONS
 
@@ -246,10 +246,7 @@ class Scratch(Database):
 
 def insert(con: Connection, table: str, cols: tuple[tuple[str, str], ...],
             data: dict[str, list[Any]], *, replace: bool = True) -> None:
-    n = len(data[cols[0][0]])
-    if any(len(data[c]) != n for c, _ in cols):
-        raise ValueError(f"{table}: columns of unequal length")
-    if n == 0:
+    if batch_rows(table, cols, data) == 0:
         return
     select = ", ".join(f"unnest(${i + 1}::{t}[]) AS {c}" for i, (c, t) in enumerate(cols))
     verb = "INSERT OR REPLACE" if replace else "INSERT"  # OR REPLACE needs a primary key

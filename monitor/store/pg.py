@@ -36,7 +36,7 @@ from psycopg import ClientCursor
 from psycopg.types.numeric import FloatLoader
 
 from monitor.errors import StoreError, StoreWriteError, WriteCause
-from monitor.store.base import Base, Connection
+from monitor.store.base import Base, Connection, batch_rows
 from monitor.store.schema import APP
 from monitor.store.schema_pg import PG_MIGRATIONS
 
@@ -225,10 +225,7 @@ class PgDatabase(Base):
 
     def _insert(self, con: Connection, table: str, cols: tuple[tuple[str, str], ...],
                 data: dict[str, list[Any]], *, replace: bool = True) -> None:
-        n = len(data[cols[0][0]])
-        if any(len(data[c]) != n for c, _ in cols):
-            raise ValueError(f"{table}: columns of unequal length")
-        if n == 0:
+        if batch_rows(table, cols, data) == 0:
             return
         names = ", ".join(c for c, _ in cols)
         arrays = ", ".join(f"?::{_TYPES[t]}[]" for _, t in cols)

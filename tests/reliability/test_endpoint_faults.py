@@ -9,8 +9,9 @@ LiteLLM, into a real DuckDB file, and checks the same invariants (`_check_run`,
 - every asked probe (triplets x 6 languages) is stored exactly once;
 - the status counts printed equal the stored statuses, and the run status follows;
 - an answered call's raw_text is what the server sent, verbatim;
-- retries are bounded: the server sees at most max_retries + 1 requests per probe, and
-  the stored `attempts` is exactly what it saw;
+- retries are bounded: the server sees at most max_retries + 1 requests per probe, twice
+  for a call that failed in transit (asked once more at the run's end), and the stored
+  `attempts` is exactly what it saw;
 - scores exist only for ok answers and are the ones the server gave; MD and JSD count
   complete triplets only (every language ok), and coverage reports the loss.
 
@@ -290,7 +291,9 @@ def _check_run(o: Outcome, triplets: int) -> None:
     assert o.code == (3 if nothing else 0)
     assert ("produced no results" in o.err) == nothing
     assert o.run_status == o.ep["run_status"] == ("failed" if nothing else "complete")
-    assert calls["attempts"].between(1, o.max_retries + 1).all()
+    # A call that failed in transit is asked once more at the run's end (reask_failed):
+    # its stored attempts count the requests of both.
+    assert calls["attempts"].between(1, 2 * (o.max_retries + 1)).all()
 
     failed = calls[calls["status"] == "failed"]
     assert failed["error"].map(lambda e: isinstance(e, str) and len(e) > 0).all()
@@ -358,7 +361,7 @@ def _check_server(o: Outcome, attempts: Counter[str], rec: Recorder | None = Non
     assert set(attempts) == keys  # every probe was asked, and nothing else
     for row in o.calls.itertuples():
         seen = attempts[row.prompt_hash]
-        assert seen <= row.attempts <= o.max_retries + 1
+        assert seen <= row.attempts <= 2 * (o.max_retries + 1)
         assert seen == row.attempts or not exact
     if rec is None:
         return
@@ -423,6 +426,28 @@ def test_a_persistent_error_fails_every_probe_after_bounded_retries(
     assert (o.calls["attempts"] == MAX_RETRIES + 1).all()
     assert n_requests == 12 * (MAX_RETRIES + 1)
     assert o.calls["raw_text"].isna().all()
+
+
+@pytest.mark.parametrize(("share", "again"), [(0.25, 2), (0.1, 1), (0.0, 0)])
+def test_calls_failed_in_transit_are_asked_again_at_the_runs_end(
+        share: float, again: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Korean is out for longer than a call's retries (3 requests per probe): the
+    # run asks its 2 failed calls once more at its end, within reask_failed of its 12
+    # calls; the answers replace the failures, which the counters keep.
+    rec = Recorder(lambda a: Reply(status=503) if a.lang == "ko" and a.attempt <= MAX_RETRIES + 1
+                   else good(a))
+    with serve(rec) as server:
+        o = run_probe(tmp_path, capsys, server.api_base, 2, reask_failed=share)
+    _check_run(o, 2)
+    _check_server(o, rec.attempts, rec)
+    ko = o.calls[o.calls["language"] == "ko"]
+    assert (ko["status"] == "ok").sum() == again
+    assert sorted(ko["attempts"]) == sorted([MAX_RETRIES + 2] * again
+                                            + [MAX_RETRIES + 1] * (2 - again))
+    assert (o.calls.loc[o.calls["language"] != "ko", "status"] == "ok").all()
+    assert ("2 failed in transit: asking" in o.err) == (again > 0)
+    with Store(tmp_path / "monitor.duckdb") as store:
+        assert store.replaced_failures("local") == again  # probes_total{failed} keeps them
 
 
 def test_a_client_error_is_not_retried(tmp_path: Path,
@@ -579,9 +604,12 @@ def test_one_japanese_probe_gets_a_bad_answer(
     others = o.calls[o.calls["prompt_hash"] != chosen]
     assert (others["status"] == "ok").all()
     if expected == "failed":
-        # Only failures that can pass are retried; none more than max_retries times.
+        # Only failures that can pass are retried, max_retries times, and asked once
+        # more at the run's end (a failure in transit: reask_failed); a paid empty
+        # answer is neither.
         retried = case in ("503-always", "timeout-always", "invalid-json-body")
-        assert row["attempts"] == (MAX_RETRIES + 1 if retried else 1)
+        assert row["attempts"] == (2 * (MAX_RETRIES + 1) if retried else 1)
+        assert ("1 failed in transit: asking 1 again" in o.err) == retried
     else:
         assert row["attempts"] == 1
     cov = {r["language"]: r["ratio"] for r in o.ep["coverage"]}

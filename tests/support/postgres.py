@@ -28,6 +28,8 @@ from tests.support.process import free_port
 
 __all__ = ["PASSWORD", "Cluster", "cluster", "pg_bin"]
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
 #: The test role's password: a canary that must appear in no log, store, metric or alert.
 PASSWORD = "pg-canary-7c4e1d9b"
 _USER = "monitor"
@@ -66,14 +68,38 @@ class Cluster:
         self.psql(f'CREATE DATABASE "{name}" OWNER {_USER}')
         return f"postgresql://{_USER}:{PASSWORD}@127.0.0.1:{self.port}/{name}"
 
-    def psql(self, sql: str, db: str = "postgres") -> str:
+    def psql(self, sql: str, db: str = "postgres", timeout: float = 60) -> str:
         out = subprocess.run([str(self.bin / "psql"), "-X", "-q", "-t", "-A", "-h", "127.0.0.1",
                               "-p", str(self.port), "-U", "postgres", "-d", db, "-c", sql],
-                             capture_output=True, text=True, timeout=60,
+                             capture_output=True, text=True, timeout=timeout,
                              env={**os.environ, "PGPASSWORD": PASSWORD})
         if out.returncode != 0:
             raise RuntimeError(f"psql: {out.stderr.strip()}")
         return out.stdout
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) the server has used so far: its postmaster, its
+        live children (backends, checkpointer, autovacuum) and the children it has
+        reaped (a closed connection's backend), from /proc; for benchmarks."""
+        procs: dict[int, tuple[int, float]] = {}
+        reaped = 0.0
+        master = None
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            procs[int(entry.name)] = (int(stat[1]), (int(stat[11]) + int(stat[12])) / _TICK)
+            if f"port={self.port}" in cmd and "postgres" in cmd:
+                master = int(entry.name)
+                reaped = (int(stat[13]) + int(stat[14])) / _TICK
+        if master is None:
+            raise RuntimeError(f"no PostgreSQL on port {self.port}")
+        return procs[master][1] + reaped + sum(cpu for ppid, cpu in procs.values()
+                                               if ppid == master)
 
 
 def _as_postgres(cmd: list[str]) -> list[str]:
@@ -84,8 +110,9 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def cluster() -> Iterator[Cluster]:
-    """A running server in a temporary folder; stopped and removed at the end."""
+def cluster(settings: str = "") -> Iterator[Cluster]:
+    """A running server in a temporary folder; stopped and removed at the end.
+    `settings`: more `-c name=value` options (the benchmarks' larger buffers)."""
     binary = require_postgres()
     root = Path(tempfile.mkdtemp(prefix="bm-pg-"))
     data, sock = root / "data", root / "sock"
@@ -105,7 +132,7 @@ def cluster() -> Iterator[Cluster]:
     # its folder anyway).
     opts = (f"-c port={port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={sock} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            "-c shared_buffers=64MB -c max_connections=200")
+            "-c shared_buffers=64MB -c max_connections=200 " + settings)
     subprocess.run(_as_postgres([str(binary / "pg_ctl"), "-D", str(data), "-o", opts, "-w",
                                  "-t", "60", "-l", str(root / "log"), "start"]),
                    check=True, capture_output=True, timeout=90)
