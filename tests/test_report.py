@@ -132,6 +132,32 @@ def test_md_tables_equal_the_statistics_engine(history: dict[str, Any]) -> None:
     assert checked >= 40
 
 
+def test_the_variant_tables_show_the_neutral_notes(history: dict[str, Any],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """fr and de (asked by default) have no gender-free noun for the university's asker:
+    their prompt files' neutral_note stands under that scenario's variant table."""
+    prompts = history["catalog"].prompts
+    fr, de = (" ".join(prompts[x].scenarios["university"].situation.neutral_note.split())
+              for x in ("fr", "de"))
+    assert fr.startswith("French has no gender-free noun") and de.startswith("German")
+    page = history["html"]
+    notes = dict(re.findall(r'<table class="md" data-scenario="(\w+)">.*?</table>\n'
+                            r'(?:<p class="note" data-neutral-notes="1">(.*?)</p>)?', page, re.S))
+    assert set(notes) == {"all", "university", "relocation", "travel"}
+    assert notes["relocation"] == notes["travel"] == ""
+    assert html.escape(f"fr: {fr}") in notes["university"]
+    assert html.escape(f"de: {de}") in notes["university"]
+    assert html.escape(f"fr (university): {fr}") in notes["all"]
+    capsys.readouterr()
+    assert main(["report", "--config", str(history["cfg"]), "--format", "md",
+                 "--out", "-"]) == 0
+    text = capsys.readouterr().out
+    uni = text[text.index("Scenario university:"):]
+    line = next(x for x in uni.splitlines() if x.startswith("The neutral form"))
+    assert "fr: French has no gender-free noun" in line and "de: German" in line
+    assert "(university)" not in line
+
+
 def test_deviation_heatmap_numbers_and_its_diagonal_is_md(history: dict[str, Any]) -> None:
     store, run = history["store"], history["run"]
     local = history["catalog"].languages
