@@ -111,9 +111,10 @@ def test_a_history_gives_the_same_numbers_on_both_engines(
     ids = [r.run_id for r in duck.runs("sim")]
     langs = ["en", "zh", "ja"]
     local = shipped_catalog.languages
-    assert md_of(moved, ids, langs, local, by_run=True) == md_of(duck, ids, langs, local,
-                                                                  by_run=True)
-    assert jsd_of(moved, ids, langs, seed=0) == jsd_of(duck, ids, langs, seed=0)
+    # Compared by repr: a one-triplet cell's CI is NaN, and NaN != NaN in ==.
+    assert repr(md_of(moved, ids, langs, local, by_run=True)) == repr(
+        md_of(duck, ids, langs, local, by_run=True))
+    assert repr(jsd_of(moved, ids, langs, seed=0)) == repr(jsd_of(duck, ids, langs, seed=0))
     runs = duck.runs("sim")
     assert json.loads(to_json(build(moved, shipped_catalog, runs[-1:], runs))) == json.loads(
         to_json(build(duck, shipped_catalog, runs[-1:], runs)))
