@@ -210,8 +210,8 @@ LOCALE_BIAS = {"PT": 1.0, "TW": 1.0, "HK": 1.0}
 def test_a_run_in_the_locales_recovers_portugal_taiwan_and_hong_kong(
         fourteen: Path, tmp_path: Path) -> None:
     """pt-PT and zh-Hant asked beside their languages: the bias injected for PT, TW and HK
-    (local to the locales) is each recovered (within 3 standard errors), BR and CN (local to pt and zh)
-    stay unbiased, and the report names the locales."""
+    (local to the locales) is each recovered (within 3 standard errors), BR and CN
+    (local to pt and zh) stay unbiased, and the report names the locales."""
     from monitor.cli import main
 
     params = {"bias_points": LOCALE_BIAS, "noise_sd": 1.0, "seed": 8}
