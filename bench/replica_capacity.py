@@ -4,6 +4,7 @@ measured on a PostgreSQL store, and the capacity derived from it.
     nice -n 10 python bench/replica_capacity.py [--runs 24] [--latency 0.2]
                                                 [--slow-runs 2] [--slow-latency 2.0]
                                                 [--concurrency 8]
+    nice -n 10 python bench/replica_capacity.py --replica 6 [--cap 2] [--latency 0.2]
 
 What a replica of `monitor run` does for one scheduled slot is one process,
 `python -m monitor.daemon.child --endpoint NAME` (monitor.daemon.launcher starts it):
@@ -22,11 +23,18 @@ Per slot: the run process's CPU (user + system, wait4) and peak RSS, the
 PostgreSQL server's CPU (its processes, /proc), wall time, calls counted at the
 server. Writes bench/results/replica_capacity.json; the capacity arithmetic is in
 docs/benchmarks.md (section 11).
+
+`--replica N`: one real `monitor run` (the daemon) with N endpoints whose slots all
+fall due at its start, as a cron instant makes them, and `schedule.max_concurrent_runs`
+= --cap: the memory of the daemon and its run processes together (the sum of their
+RSS, /proc, every 0.1 s), the most run processes at once, and the time until every
+endpoint's run is complete (bench/results/replica_capacity_replica.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -42,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results"
 
 from tests.support.postgres import Cluster, cluster  # noqa: E402
+from tests.support.process import free_port  # noqa: E402
 
 ENV = "BENCH_PG_URL"
 ENDPOINT = "bench"
@@ -55,16 +64,87 @@ def _server(latency: float, log: Path) -> tuple[subprocess.Popen[str], int]:
     return proc, int(proc.stdout.readline().strip())
 
 
-def _config(tmp: Path, port: int, conc: int, name: str) -> Path:
+def _config(tmp: Path, port: int, conc: int, name: str, endpoints: tuple[str, ...] = (ENDPOINT,),
+            **extra: Any) -> Path:
     cfg = tmp / f"{name}.yaml"
     cfg.write_text(json.dumps({  # JSON is YAML
         "storage": {"path": str(tmp / "monitor.duckdb"), "url_env": ENV},
         "report": {"dir": str(tmp / "reports")},
-        "endpoints": [{"name": ENDPOINT, "model": "openai/bench-model",
+        "endpoints": [{"name": ep, "model": "openai/bench-model",
                        "api_base": f"http://127.0.0.1:{port}/v1", "api_key_env": None,
                        "max_concurrency": conc, "rpm": 100_000, "timeout_s": 30,
-                       "max_retries": 0}]}))
+                       "max_retries": 0} for ep in endpoints], **extra}))
     return cfg
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:  # ended meanwhile
+        pass
+    return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in task.read_text().split()]
+    return found
+
+
+def replica(n: int, cap: int, latency: float, conc: int) -> dict[str, Any]:
+    """One `monitor run` with n endpoints due at once, to every endpoint's run's end."""
+    from monitor.store import PgStore
+    from monitor.vocab import RunStatus
+
+    names = tuple(f"{ENDPOINT}{i}" for i in range(n))
+    with tempfile.TemporaryDirectory(prefix="replica-") as tmp_, cluster() as pg:
+        tmp = Path(tmp_)
+        url = pg.database()
+        log = tmp / "arrivals.log"
+        log.write_text("")
+        server, port = _server(latency, log)
+        # A period long enough that only the start's slots (every endpoint never measured:
+        # due at once) fall in the measurement.
+        cfg = _config(tmp, port, conc, "replica", names,
+                      schedule={"every": "1h", "max_concurrent_runs": cap},
+                      metrics={"host": "127.0.0.1", "port": free_port()})
+        store = PgStore(url, env=ENV, path=tmp / "probe")
+        env = {**os.environ, ENV: url, "OPENBLAS_NUM_THREADS": "1"}
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "monitor.cli", "run", "--config",
+                                 str(cfg), "--log-level", "WARNING"], env=env, cwd=tmp,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peak_mb, peak_procs, daemon_mb, samples = 0.0, 0, 0.0, 0
+        try:
+            while True:
+                kids = _children(proc.pid)
+                daemon_mb = max(daemon_mb, _rss_mb(proc.pid))
+                peak_mb = max(peak_mb, _rss_mb(proc.pid) + sum(_rss_mb(k) for k in kids))
+                peak_procs = max(peak_procs, len(kids))
+                samples += 1
+                if samples % 20 == 0 and all(
+                        any(r.status == RunStatus.COMPLETE for r in store.runs(ep))
+                        for ep in names):
+                    break
+                if proc.poll() is not None or time.perf_counter() - t0 > 3600:
+                    raise RuntimeError(f"the daemon ended ({proc.returncode}) or timed out")
+                time.sleep(0.1)
+            wall = time.perf_counter() - t0
+        finally:
+            proc.terminate()
+            proc.wait(timeout=120)
+            server.terminate()
+            server.wait()
+        return {"endpoints": n, "max_concurrent_runs": cap, "latency_s": latency,
+                "concurrency": conc, "all_complete_s": round(wall, 1),
+                "peak_rss_mb_daemon_and_runs": round(peak_mb, 1),
+                "peak_rss_mb_daemon": round(daemon_mb, 1), "most_run_processes": peak_procs,
+                "calls": len(log.read_text().split()),
+                "runs": sum(len(store.runs(ep)) for ep in names)}
 
 
 def slot(cfg: Path, pg: Cluster, url: str, log: Path, tmp: Path) -> dict[str, Any]:
@@ -105,7 +185,20 @@ def main() -> None:
     ap.add_argument("--slow-runs", type=int, default=2)
     ap.add_argument("--slow-latency", type=float, default=2.0)
     ap.add_argument("--concurrency", type=int, default=8, help="the endpoint's max_concurrency")
+    ap.add_argument("--replica", type=int, default=0, metavar="N",
+                    help="instead: one daemon with N endpoints due at once")
+    ap.add_argument("--cap", type=int, default=2, help="with --replica: "
+                    "schedule.max_concurrent_runs")
     args = ap.parse_args()
+    if args.replica:
+        res = {"command": " ".join(["python bench/replica_capacity.py", *sys.argv[1:]]),
+               "cpus": os.cpu_count(),
+               **replica(args.replica, args.cap, args.latency, args.concurrency),
+               "load_average_at_end": os.getloadavg()}
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "replica_capacity_replica.json").write_text(json.dumps(res, indent=2) + "\n")
+        print(json.dumps(res, indent=2))
+        return
     out: dict[str, Any] = {"command": " ".join(["python bench/replica_capacity.py",
                                                 *sys.argv[1:]]),
                            "cpus": os.cpu_count(), "concurrency": args.concurrency,

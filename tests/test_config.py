@@ -529,7 +529,8 @@ def test_config_check_shows_the_schedule_that_applies(
         clean_env.setenv("MONITOR_SCHEDULE__EVERY", env)
     code, out, err = _check(capsys, path)
     assert code == 0, err
-    assert _json_after_comment(out)["schedule"] == {"cron": cron, "every": every}
+    assert _json_after_comment(out)["schedule"] == {"cron": cron, "every": every,
+                                                    "max_concurrent_runs": 2}
     assert ("schedule.cron '0 * * * *' is ignored: schedule.every (6h) applies" in err) == warned
 
 

@@ -124,3 +124,70 @@ def test_a_killed_childs_run_is_closed_as_interrupted(tmp_path: Path,
     assert "ended without closing it" in (run.reason or "")
     assert "left running by its process (signal 9)" in caplog.text
     assert jobs.failures == {"ep": 1}
+
+
+# A stand-in child that records how many run processes were live when it started (its
+# `.live` file) and runs until the test writes its `.go` file.
+_GATED = """
+import json, os, pathlib, sys, time
+args = sys.argv[1:]
+name, fd = args[args.index("--endpoint") + 1], int(args[args.index("--report-fd") + 1])
+d = pathlib.Path({folder!r})
+(d / (name + ".start")).touch()
+(d / (name + ".live")).write_text(str(len(list(d.glob("*.start"))) - len(list(d.glob("*.end")))))
+while not (d / (name + ".go")).exists():
+    time.sleep(0.02)
+(d / (name + ".end")).touch()
+os.write(fd, json.dumps({{"failures": 0, "delivery_failures": 0, "flags": {{}}}}).encode())
+"""
+
+
+def _gated(tmp_path: Path, max_runs: int, room_wait_s: float) -> RunLauncher:
+    jobs = RunLauncher(None, Store(tmp_path / "m.duckdb"), MetricsState(), max_runs=max_runs,
+                       room_wait_s=room_wait_s)
+    jobs.COMMAND = (sys.executable, "-c", _GATED.format(folder=str(tmp_path)))
+    return jobs
+
+
+async def _until(path: Path) -> None:
+    while not path.exists():
+        await asyncio.sleep(0.02)
+
+
+def test_a_slot_that_finds_the_run_processes_at_the_cap_is_skipped(tmp_path: Path) -> None:
+    """schedule.max_concurrent_runs bounds a replica's run processes (their memory)."""
+    jobs = _gated(tmp_path, max_runs=1, room_wait_s=0.0)
+
+    async def main() -> None:
+        first = asyncio.create_task(jobs.run_job("a"))
+        await _until(tmp_path / "a.start")
+        await jobs.run_job("b")  # no room, no wait: counted as skipped, not started
+        assert jobs.skips == {"b": 1} and not (tmp_path / "b.start").exists()
+        (tmp_path / "a.go").touch()
+        await first
+        (tmp_path / "b.go").touch()
+        await jobs.run_job("b")  # room again
+
+    asyncio.run(main())
+    assert (tmp_path / "b.live").read_text() == "1"
+    assert jobs.skips == {"b": 1} and jobs.failures == {} and jobs.busy == 0
+    assert jobs.state.snapshot().runs_skipped == {"b": 1}
+
+
+def test_a_slot_waits_for_room_and_runs_when_a_process_ends(tmp_path: Path) -> None:
+    jobs = _gated(tmp_path, max_runs=2, room_wait_s=120.0)
+
+    async def main() -> None:
+        tasks = [asyncio.create_task(jobs.run_job(name)) for name in ("a", "b", "c")]
+        await _until(tmp_path / "a.start")
+        await _until(tmp_path / "b.start")
+        (tmp_path / "c.go").touch()
+        (tmp_path / "a.go").touch()  # a ends: c starts beside b
+        await _until(tmp_path / "c.end")
+        (tmp_path / "b.go").touch()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    live = {n: int((tmp_path / f"{n}.live").read_text()) for n in "abc"}
+    assert live["c"] == 2 and max(live.values()) == 2  # c started once a had ended
+    assert jobs.skips == {} and jobs.failures == {} and jobs.busy == 0 and not jobs.active

@@ -180,6 +180,10 @@ class Schedule(BaseModel):
     model_config = _Strict
     cron: str | None = Field("0 */6 * * *", description="Cron expression (UTC).")
     every: str | None = Field(None, description="Interval such as 30s, 15m, 6h, 1d.")
+    # Each run process peaks at ~420 MB (docs/benchmarks.md section 11): 2 and the idle
+    # daemon (~110 MB) fit the 1 GiB limit of deploy/kubernetes.
+    max_concurrent_runs: int = Field(2, ge=1, le=1000, description="Run processes a replica "
+                                     "runs at once; more slots wait (at most half a period).")
 
     @model_validator(mode="before")
     @classmethod

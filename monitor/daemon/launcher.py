@@ -8,6 +8,16 @@ run) and the failure and skip counts; a child that crashes or is killed is a
 failed run, never a dead daemon, and the run it left `running` is closed as
 interrupted at once (the next run resumes it). On SIGTERM the child gets
 SIGTERM too, stores what arrived and marks its run interrupted.
+
+A replica runs at most `schedule.max_concurrent_runs` run processes at once
+(each peaks at ~420 MB: the cap is what fits a pod's memory limit). A slot that
+finds them all going waits for one to end, at most its misfire grace (half a
+period), then is skipped and counted. On a shared store the slot is claimed only
+once there is room, so a replica with room (or the first to have it) claims it;
+a replica may claim an endpoint's next slot while its run of the last one goes
+on (the new process waits for the endpoint's lease), so that a slot is not left
+unclaimed because every replica was still ending its last run. On a store of
+one's own the endpoint's next slot is skipped while its run goes on, as before.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,15 +55,22 @@ class RunLauncher:
 
     def __init__(self, config: Path | None, store: Store, state: MetricsState, *,
                  slot: Callable[[datetime], datetime] | None = None,
-                 lease_wait_s: float = 0.0) -> None:
+                 lease_wait_s: float = 0.0, max_runs: int = 2,
+                 room_wait_s: float = 0.0) -> None:
         """`slot`: on a shared store, the schedule's slot a time falls in: a run is launched
-        only for a slot this replica claims first (monitor.store.coordination)."""
+        only for a slot this replica claims first (monitor.store.coordination);
+        `max_runs`: run processes at once (schedule.max_concurrent_runs); `room_wait_s`:
+        how long a slot waits for one of them to end."""
         self.config = config
         self.store = store
         self.slot = slot
         self.lease_wait_s = lease_wait_s
         self.replica = owners.token()  # the daemon process: who claimed a slot
-        self.active: set[str] = set()  # endpoints with a run process of this replica
+        self.max_runs = max_runs
+        self.room_wait_s = room_wait_s
+        self.active: Counter[str] = Counter()  # endpoint -> its run processes here
+        self.busy = 0  # run processes (or slots being claimed for one) of this replica
+        self._room = asyncio.Event()  # set whenever one ends
         self.state = state
         self.started = time.time()
         self.heartbeat = time.time()
@@ -80,18 +98,55 @@ class RunLauncher:
 
     async def run_job(self, name: str, *, resume_only: bool = False) -> None:
         """A scheduled slot of `name` (or, `resume_only`, the takeover of its run)."""
-        if self.slot is not None and not resume_only:
-            slot_at = self.slot(datetime.now(UTC))
-            won = await asyncio.to_thread(self.store.claim_slot, name, slot_at, self.replica)
-            if not won:
-                log.debug("endpoint %s: slot %s is another replica's", name, slot_at)
+        slot_at = self.slot(datetime.now(UTC)) if self.slot is not None else None
+        if resume_only:  # the watcher tries again in a while
+            if name in self.active or self.busy >= self.max_runs:
                 return
-        if resume_only and name in self.active:
+        elif slot_at is None and name in self.active:
+            self.count_skip(name, "the previous run is still going")
             return
+        elif not await self._wait_for_room():
+            self.count_skip(name, f"{self.max_runs} run process(es) of this replica were "
+                                  "still going (schedule.max_concurrent_runs)")
+            return
+        self.busy += 1  # no await since the check: the room is ours
+        self.active[name] += 1
+        try:
+            if slot_at is not None and not resume_only:
+                if self.active[name] > 1:
+                    # Our run of the last slot goes on: a replica without one claims this
+                    # slot first if there is one (one process fewer importing the run stack).
+                    await asyncio.sleep(min(1.0, self.room_wait_s / 2))
+                won = await asyncio.to_thread(self.store.claim_slot, name, slot_at,
+                                              self.replica)
+                if not won:
+                    log.debug("endpoint %s: slot %s is another replica's", name, slot_at)
+                    return
+            await self._launch(name, resume_only)
+        finally:
+            self.busy -= 1
+            self.active[name] -= 1
+            if self.active[name] <= 0:
+                del self.active[name]
+            self._room.set()
+
+    async def _wait_for_room(self) -> bool:
+        """Whether a run process may start now, after waiting at most room_wait_s."""
+        deadline = time.monotonic() + self.room_wait_s
+        while self.busy >= self.max_runs:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._room.clear()  # no await since the check: an end is not missed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), left)
+        return True
+
+    async def _launch(self, name: str, resume_only: bool) -> None:
+        """The run process of a slot (or of a takeover) this replica holds, to its end."""
         task = asyncio.current_task()
         if task is not None:
             self.running.add(task)
-        self.active.add(name)
         read_fd, write_fd = os.pipe()
         # A thread reads the report while the child runs; it ends at EOF, when the
         # child (holding the only write end once _child has closed ours) exits.
@@ -110,7 +165,6 @@ class RunLauncher:
         except Exception as exc:  # a job never raises into the scheduler
             self.count_failure(name, f"{type(exc).__name__}: {str(exc)[:300]}")
         finally:
-            self.active.discard(name)
             if task is not None:
                 self.running.discard(task)
             if not reading.done():  # write_fd is closed: EOF is at most a moment away

@@ -2,14 +2,16 @@
 
 An AsyncIOScheduler (APScheduler 3.x, UTC) calls `RunLauncher.run_job(endpoint)`
 on the configured cron or `every:` schedule: one job per endpoint,
-coalesce=True and max_instances=1 (a run that overruns its slot makes the
-next one skip: counted in bias_monitor_runs_skipped_total, logged at INFO at
-most every 10 minutes; a skip is not a failure), misfire grace of half a
-period. A never-measured or stale endpoint, or one with an interrupted run
-to resume (monitor.daemon.recovery), is run once at start. SIGTERM / SIGINT stop
-the scheduler, interrupt in-flight runs cleanly (stored, resumable) and exit
-0. /metrics, /healthz and /report (each run's report, written by the run
-process into report.dir) are served on metrics.host:port; a port that is
+coalesce=True, misfire grace of half a period. A replica runs at most
+schedule.max_concurrent_runs run processes at once; a slot waits for room at
+most the grace (monitor.daemon.launcher). On a store of its own a run that
+overruns its slot makes the next one skip; a skip (also a slot that found no
+room) is counted in bias_monitor_runs_skipped_total, logged at INFO at most
+every 10 minutes, and is not a failure. A never-measured or stale endpoint, or
+one with an interrupted run to resume (monitor.daemon.recovery), is run once at
+start. SIGTERM / SIGINT stop the scheduler, interrupt in-flight runs cleanly
+(stored, resumable) and exit 0. /metrics, /healthz and /report (each run's
+report, written by the run process into report.dir) are served on metrics.host:port; a port that is
 taken is a configuration error (exit 2), not a traceback.
 Each run is a short-lived child process (monitor.daemon.launcher).
 """
@@ -134,7 +136,8 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
     # taken over by the watcher (fleet.py), not at start.
     shared = store.shared
     daemon = RunLauncher(config, store, state, slot=slot_of(settings) if shared else None,
-                         lease_wait_s=period / 2 if shared else 0.0)
+                         lease_wait_s=period / 2 if shared else 0.0,
+                         max_runs=settings.schedule.max_concurrent_runs, room_wait_s=period / 2)
     sinks = settings.alerts.ready()
     state.set_sinks(len(sinks))
     resume_now = set()
@@ -183,7 +186,9 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
         stale = (ep.name not in last or time.time() - last[ep.name] > period
                  or ep.name in resume_now)
         scheduler.add_job(daemon.run_job, trigger, args=[ep.name], id=ep.name, name=ep.name,
-                          coalesce=True, max_instances=1,
+                          # The launcher bounds the runs; a slot that comes while one goes
+                          # on reaches it, to wait for room or be counted as skipped.
+                          coalesce=True, max_instances=settings.schedule.max_concurrent_runs + 1,
                           misfire_grace_time=max(1, int(period / 2)),
                           next_run_time=now if stale else None)
         if not stale:  # add_job with next_run_time=None would pause it

@@ -34,6 +34,7 @@ benchmarks run this very code, not a replica.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,8 +44,8 @@ from monitor.stats import MIN_CELL_N, MDRow, tested
 from monitor.vocab import POOLED, AlertState, LevelState, Side
 
 __all__ = ["CAP_H", "CODES", "FIRING", "LEVEL_RUNS", "MIN_SD", "OK", "PENDING", "STATES", "WATCH",
-           "CellState", "Observation", "advance", "level_step", "observe", "step", "variance",
-           "watched", "z_score"]
+           "CellState", "Observation", "advance", "level_step", "observe", "step", "steps",
+           "variance", "watched", "z_score"]
 
 OK, PENDING, FIRING = AlertState.OK, AlertState.PENDING, AlertState.FIRING
 CODES = {OK: 0, PENDING: 1, FIRING: 2}  # the state codes of advance()
@@ -180,17 +181,41 @@ def watched(scenario: str, new: CellState) -> CellState:
 def step(prev: CellState, obs: Observation | None, *, drift_points: float, h: float,
          md_threshold: float, min_runs_firing: int) -> CellState:
     """The cell's state after one more run (obs None: the cell was not measured)."""
-    if obs is None:
-        return prev  # no evidence either way: keep the state and the sums
-    z = z_score(obs)
-    valid = np.array(z is not None)
-    code, up, down, runs = advance(
-        np.array(CODES[AlertState(prev.state)]), np.array(prev.s_plus), np.array(prev.s_minus),
-        np.array(prev.alarm_runs), np.array(obs.md - obs.md_base), np.array(obs.variance),
+    return steps([(prev, obs)], drift_points=drift_points, h=h, md_threshold=md_threshold,
+                 min_runs_firing=min_runs_firing)[0]
+
+
+def steps(cells: Sequence[tuple[CellState, Observation | None]], *, drift_points: float,
+          h: float, md_threshold: float, min_runs_firing: int) -> list[CellState]:
+    """`step` for several different cells after one run: their CUSUMs advance as one array
+    (a replayed history steps a run's few dozen cells at once: numpy called per cell
+    cost ~9x the CPU, docs/benchmarks.md section 4)."""
+    out = [prev for prev, _ in cells]
+    live = [(i, prev, obs) for i, (prev, obs) in enumerate(cells) if obs is not None]
+    if not live:  # no evidence either way: keep the states and the sums
+        return out
+    zs = [z_score(obs) for _, _, obs in live]
+    valid = np.array([z is not None for z in zs])
+    codes, ups, downs, alarm_runs = advance(
+        np.array([CODES[AlertState(prev.state)] for _, prev, _ in live]),
+        np.array([prev.s_plus for _, prev, _ in live]),
+        np.array([prev.s_minus for _, prev, _ in live]),
+        np.array([prev.alarm_runs for _, prev, _ in live]),
+        np.array([obs.md - obs.md_base for _, _, obs in live]),
+        np.array([obs.variance for _, _, obs in live]),
         valid, delta=drift_points, h=h, min_runs_firing=min_runs_firing)
-    state = STATES[int(code)]
-    s_plus, s_minus = float(up), float(down)
-    calm = bool(valid) and s_plus <= 0 and s_minus <= 0
+    for j, (i, prev, obs) in enumerate(live):
+        out[i] = _after(prev, obs, zs[j], bool(valid[j]), STATES[int(codes[j])],
+                        float(ups[j]), float(downs[j]), int(alarm_runs[j]),
+                        drift_points=drift_points, h=h, md_threshold=md_threshold)
+    return out
+
+
+def _after(prev: CellState, obs: Observation, z: float | None, valid: bool, state: str,
+           s_plus: float, s_minus: float, runs: int, *, drift_points: float, h: float,
+           md_threshold: float) -> CellState:
+    """A cell's new state from its CUSUM's step: calm runs, the level, the reason."""
+    calm = valid and s_plus <= 0 and s_minus <= 0
     calm_runs = prev.calm_runs + 1 if calm else 0
     level, level_runs = level_step(prev.level, prev.level_runs, obs, md_threshold)
     if state != OK:

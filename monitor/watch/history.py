@@ -15,7 +15,7 @@ from datetime import datetime
 from monitor.config import AUTO_BASELINE_RUNS, Alerts, Thresholds
 from monitor.stats import JSDRow, MDRow, md_jsd_of, md_of
 from monitor.vocab import FINISHED
-from monitor.watch.drift import CellState, observe, step, watched
+from monitor.watch.drift import CellState, observe, steps, watched
 from monitor.watch.ports import WatchStore
 
 __all__ = ["History", "history", "replay"]
@@ -53,14 +53,25 @@ def replay(md: Sequence[MDRow], base: Sequence[MDRow], order: Sequence[str], *,
     out: dict[Cell, tuple[str, float | None]] = {}
     t = thresholds
     for run_id in order:
-        for r in by_run.get(run_id, []):
-            key = (r.scenario, r.country)
-            obs = observe(r, ref.get(key))
-            new = watched(r.scenario, step(
-                cells.get(key, CellState()), obs, drift_points=t.drift_md_points, h=h,
-                md_threshold=t.md_points, min_runs_firing=alerts.min_runs_firing))
-            cells[key] = new
-            out[(run_id, *key)] = (new.state, None if obs is None else new.z)
+        rows = by_run.get(run_id, [])
+        while rows:  # a run's cells are stepped together; a cell met twice, in order
+            batch: dict[tuple[str, str], MDRow] = {}
+            later = []
+            for r in rows:
+                key = (r.scenario, r.country)
+                if key in batch:
+                    later.append(r)
+                else:
+                    batch[key] = r
+            seen = [(key, observe(r, ref.get(key))) for key, r in batch.items()]
+            news = steps([(cells.get(key, CellState()), obs) for key, obs in seen],
+                         drift_points=t.drift_md_points, h=h, md_threshold=t.md_points,
+                         min_runs_firing=alerts.min_runs_firing)
+            for (key, obs), stepped in zip(seen, news, strict=True):
+                new = watched(key[0], stepped)
+                cells[key] = new
+                out[(run_id, *key)] = (new.state, None if obs is None else new.z)
+            rows = later
     return out
 
 
