@@ -185,8 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     ru = sub.add_parser("runs", help="list the stored runs: status, calls, failures, the most "
                         "common error", description="The stored runs, oldest first: id, start, "
-                        "status (and why it ended so), calls made of planned, failures and the "
-                        "most common error. Read-only; works while the daemon runs.")
+                        "status (and why it ended so), calls made of planned, failures, the "
+                        "most common error and the usable data (triplets complete of asked, "
+                        "share of answers used). Read-only; works while the daemon runs.")
     ru.add_argument("--endpoint", action="append", metavar="NAME",
                     help="only this endpoint (repeatable; default: all)")
     ru.add_argument("--last", type=int, default=20, metavar="N",

@@ -101,3 +101,36 @@ def test_a_run_on_the_lossy_profile_uses_the_answers_the_complete_rule_dropped(
     doc = json.loads((out / "lossy.json").read_text(encoding="utf-8"))
     assert doc["usable"]["answers_used"] == use["answers_used"]
     assert "answers used by MD" in doc["headline"]
+
+
+def test_monitor_runs_shows_what_each_run_used_as_probe_says_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`monitor runs` counts a lossy run's usable data with the rule `probe --once` uses:
+    fewer answers used than asked, the same numbers in its JSON and its text."""
+    from monitor.cli import main
+
+    cfg = tmp_path / "monitor.yaml"
+    cfg.write_text(json.dumps({
+        "storage": {"path": str(tmp_path / "m.duckdb")},
+        "endpoints": [{"name": "lossy", "model": "simulated/lossy", "rpm": 100000,
+                       "max_concurrency": 16}],
+        "sampling": {"triplets_per_run": 30, "seed": 1}}), encoding="utf-8")
+    probed = []
+    for _ in range(2):
+        assert main(["probe", "--once", "--config", str(cfg), "--json"]) == 0
+        probed.append(json.loads(capsys.readouterr().out)["endpoints"][0])
+    assert main(["runs", "--config", str(cfg), "--json"]) == 0
+    runs = {r["run_id"]: r for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert len(runs) == 2
+    for ep in probed:
+        use = runs[ep["run_id"]]["usable"]
+        assert use == ep["usable"]
+        assert 0 < use["answers_used"] < use["answers_asked"] == runs[ep["run_id"]]["calls"]
+        assert use["complete"] < use["triplets"] == 30
+    assert main(["runs", "--config", str(cfg)]) == 0
+    text = capsys.readouterr().out
+    for ep in probed:
+        use = ep["usable"]
+        line = next(x for x in text.splitlines() if x.startswith(ep["run_id"]))
+        share = round(100 * use["answers_used"] / use["answers_asked"])
+        assert f" {use['complete']}/{use['triplets']} {share:>3}% " in line, line

@@ -80,6 +80,44 @@ def test_json_with_given_sd_and_no_database_created(
     assert p["cost_per_day_usd"] is None and p["cost_note"].startswith("unknown")
     assert p["one_shot_triplets_per_cell"] == one_shot_n(1.0, 0.5)
     assert not (tmp_path / "monitor.duckdb").exists()  # planning never creates a database
+    assert p["read"] == {"share": {}, "runs": 0,
+                         "source": "no stored runs: every answer counted as read (1.0)"}
+    assert p["calls_per_run"] == p["triplets_per_run"] * 6
+
+
+def test_the_plan_scales_by_the_answers_the_endpoints_runs_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Half the Korean answers refused: the planned run grows so that KR's cell still
+    holds its usable triplets, and the plan says which shares it used, from how many runs."""
+    lossy = {**SIM, "params": {**SIM["params"], "refusal_rate": {"ko": 0.5}}}
+    cfg = write_config(tmp_path, [lossy], sampling={"triplets_per_run": 40},
+                       schedule={"every": "6h", "cron": None})
+    args = ("--sd", "1.0", "--delta", "0.5", "--baseline-triplets", "2000")
+    (before,) = _plan(cfg, capsys, *args)["plans"]
+    for _ in range(2):
+        assert main(["probe", "--once", "--config", str(cfg), "--json"]) == 0
+    capsys.readouterr()
+    (after,) = _plan(cfg, capsys, *args)["plans"]
+    read = after["read"]
+    assert read["runs"] == 2 and set(read["share"]) == set(LANGS)
+    assert 0.35 < read["share"]["ko"] < 0.65 and read["share"]["en"] == 1.0
+    assert read["source"].startswith("answers read per language on the latest 2 runs: en 100%")
+    assert f"ko {read['share']['ko']:.0%}" in read["source"]
+    # KR (ko) limits the plan now: more triplets and calls per run, KR's usable n about
+    # the smallest cell's before (grid steps apart); the other cells hold their asked share.
+    assert after["triplets_per_run"] > before["triplets_per_run"]
+    assert after["calls_per_run"] == after["triplets_per_run"] * 6
+    assert after["calls_per_day"] == after["calls_per_run"] * 4
+    assert after["triplets_per_cell"]["KR"] >= 0.8 * min(before["triplets_per_cell"].values())
+    assert after["triplets_per_cell"]["KR"] == min(after["triplets_per_cell"].values())
+    n, m = after["triplets_per_run"], before["triplets_per_run"]
+    us = after["triplets_per_cell"]["US"]
+    assert abs(us - before["triplets_per_cell"]["US"] * n / m) <= 1 + 0.05 * us
+    ratio = after["triplets_per_cell"]["KR"] / (before["triplets_per_cell"]["KR"] * n / m)
+    assert abs(ratio - read["share"]["ko"]) < 0.05
+    assert main(["plan", "--config", str(cfg), *args]) == 0
+    assert "sized for usable triplets, answers read per language on the latest 2 runs" \
+        in capsys.readouterr().out
 
 
 def test_sd_estimated_from_a_real_probe_runs_baseline(

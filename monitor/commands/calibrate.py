@@ -24,8 +24,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from monitor.catalog import Catalog, load_catalog
-from monitor.commands.plan import cost_per_call, stored_usage
+from monitor.catalog import load_catalog
+from monitor.commands.plan import READ_RUNS, cost_per_call, read_shares, stored_usage
 from monitor.commands.probe import endpoints_for, run_until_stopped
 from monitor.config import Endpoint, Settings, load_settings
 from monitor.context import Context
@@ -42,6 +42,7 @@ from monitor.watch.plan import (
     assess_topup,
     cell_shares,
     sd_from_md,
+    usable_cells,
 )
 from monitor.watch.reference import auto_h
 
@@ -55,30 +56,11 @@ def calibration_size(cells: Cells, per_cell: int, read: Mapping[str, float] | No
                      ) -> int:
     """Triplets that give the smallest cell `per_cell` usable triplets, capped at the
     population. `read`: the share of a cell's triplets whose answer in its country's
-    language is read (lost answers leave a triplet out of that cell), 1 by default."""
-    read = read or {}
-    usable = [s * read.get(c, 1.0) for c, s in zip(cells.names, cells.shares, strict=True)]
-    smallest = min((u for u in usable if u > 0), default=0.0)
+    language is read (monitor.watch.plan.usable_cells), 1 by default."""
+    smallest = min((u for u in usable_cells(cells, read or {}).shares if u > 0), default=0.0)
     if smallest <= 0:
         return cells.population
     return min(cells.population, math.ceil(per_cell / smallest))
-
-
-#: Finished runs whose per-language coverage sizes a calibration (the latest ones).
-READ_RUNS = 20
-
-
-def read_shares(store: Store, endpoint: str, catalog: Catalog, languages: list[str]
-                ) -> dict[str, float]:
-    """Each local country's share of answers read in its language, on the endpoint's
-    latest finished runs (empty when there are none)."""
-    runs = [r for r in store.runs(endpoint) if r.status in (RunStatus.COMPLETE,
-                                                             RunStatus.PARTIAL)][-READ_RUNS:]
-    if not runs:
-        return {}
-    cov = {lang: scored / asked for lang, asked, scored in
-           store.call_summary([r.run_id for r in runs], languages).coverage if asked}
-    return {c: cov[lang] for lang in cov for c in catalog.languages.get(lang, ())}
 
 
 def _announce(endpoint: Endpoint, settings: Settings, store: Store, triplets: int,
@@ -196,7 +178,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         s = settings.sampling
         cells = cell_shares(catalog, s.scenarios, s.languages)
         for endpoint in endpoints:
-            read = read_shares(store, endpoint.name, catalog, s.languages)
+            read = read_shares(store, endpoint.name, catalog, s.languages).by_country
             triplets = calibration_size(cells, per_cell, read)
             if not args.resume:
                 _announce(endpoint, settings, store, triplets, cells, per_cell, max_cost, read)

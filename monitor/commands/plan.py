@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -11,7 +11,7 @@ from monitor.catalog import Catalog
 from monitor.errors import UsageError
 from monitor.stats import md_of
 from monitor.store import RunRow, Store
-from monitor.vocab import FINISHED
+from monitor.vocab import FINISHED, RunStatus
 from monitor.watch import Scope
 from monitor.watch.plan import (
     POWER,
@@ -23,10 +23,44 @@ from monitor.watch.plan import (
     one_shot_n,
     plan_topup,
     sd_from_md,
+    usable_cells,
 )
 from monitor.watch.reference import auto_h
 
-__all__ = ["cost_per_call", "plan_command", "stored_usage"]
+__all__ = ["READ_RUNS", "Read", "cost_per_call", "plan_command", "read_shares", "stored_usage"]
+
+#: Finished runs whose per-language coverage sizes a plan or a calibration (the latest).
+READ_RUNS = 20
+
+
+class Read(NamedTuple):
+    """The share of answers read per language on an endpoint's latest finished runs,
+    each local country's (its language's), and how many runs measured it (0: none
+    stored, the dicts empty: every answer counts as read)."""
+
+    by_language: dict[str, float]
+    by_country: dict[str, float]
+    runs: int
+
+    def describe(self) -> str:
+        if not self.runs:
+            return "no stored runs: every answer counted as read (1.0)"
+        shares = ", ".join(f"{lang} {r:.0%}" for lang, r in self.by_language.items())
+        return f"answers read per language on the latest {self.runs} runs: {shares}"
+
+
+def read_shares(store: Store | None, endpoint: str, catalog: Catalog, languages: list[str]
+                ) -> Read:
+    """The endpoint's measured read shares (Read) on its latest READ_RUNS complete or
+    partial runs: what `monitor plan` and `baseline calibrate` size the runs by."""
+    runs = [] if store is None else [r for r in store.runs(endpoint) if r.status in (
+        RunStatus.COMPLETE, RunStatus.PARTIAL)][-READ_RUNS:]
+    if store is None or not runs:
+        return Read({}, {}, 0)
+    cov = {lang: scored / asked for lang, asked, scored in
+           store.call_summary([r.run_id for r in runs], languages).coverage if asked}
+    return Read(cov, {c: cov[lang] for lang in cov for c in catalog.languages.get(lang, ())},
+                len(runs))
 
 
 def _number(text: str | None, flag: str, default: float, *, whole: bool = False) -> float:
@@ -165,11 +199,16 @@ def plan_command(args: Any) -> int:
     for ep in endpoints:
         sd, sd_source, usage = _stored(store, ep.name, catalog, sd_arg)
         fixed = base_arg if base_arg is not None else _fixed_baseline(store, ep.name)
+        # A cell's n is the usable triplets: the asked ones times the answers read in its
+        # language on this endpoint's stored runs (lost answers leave triplets out).
+        read = read_shares(store, ep.name, catalog, s.languages)
+        usable = usable_cells(cells, read.by_country)
         # k is half the design shift (statistics.md): the plan designs for --delta.
-        p = make_plan(cells, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
+        p = make_plan(usable, sd, delta, fa, within, drift_points=delta, min_runs_firing=mrf,
                       auto_min_triplets=auto, baseline_triplets=fixed)
+        # the h the daemon uses, sized as it sizes it (on the asked cells)
         h_now, h_from = _current_h(settings, cells, sd, fixed)
-        _, fa_now, p_now = assess(s.triplets_per_run, cells, sd, delta, math.inf, within,
+        _, fa_now, p_now = assess(s.triplets_per_run, usable, sd, delta, math.inf, within,
                                     t.drift_md_points, mrf, auto, hs=np.array([h_now]),
                                     baseline_triplets=fixed)
         calls = round((p["triplets_per_run"] or 0) * len(s.languages) * per_day)
@@ -179,7 +218,7 @@ def plan_command(args: Any) -> int:
         # With the baseline as covariate the detector sees (1 - rho^2) of the variance
         # (monitor.stats.covariate): the same detector at a smaller sd.
         sd_seen = sd * math.sqrt(1 - rho**2)
-        top = _topup(settings, cells, sd_seen, delta, fa, within, fixed, h_now)
+        top = _topup(settings, usable, sd_seen, delta, fa, within, fixed, h_now)
         if top is not None:
             top["persistence"] = {"rho": round(rho, 4), "source": rho_source,
                                   "sd_seen_by_the_detector": round(sd_seen, 4)}
@@ -193,6 +232,10 @@ def plan_command(args: Any) -> int:
                                "the stored baseline, set by the user" if fixed is not None
                                else "automatic"),
             "baseline_triplets": fixed,
+            "read": {"share": {k: round(v, 4) for k, v in read.by_language.items()},
+                     "runs": read.runs, "source": read.describe()},
+            "calls_per_run": (p["triplets_per_run"] * len(s.languages) if p["reachable"]
+                              else None),
             "current": {"triplets_per_run": s.triplets_per_run, "h": h_now, "h_from": h_from,
                         "drift_md_points": t.drift_md_points,
                         "false_alarms_per_100": None if fa_now is None else round(fa_now, 4),
@@ -267,13 +310,15 @@ def _text(r: dict[str, Any]) -> str:
     lines = [f"endpoint {r['endpoint']}: sd of paired differences {r['sd']:.3f} "
              f"({r['sd_source']})", f"  target: dMD >= {r['delta']:g} paged (FIRING) within "
              f"{r['within_runs']} runs with p >= {r['power']:g} in every country cell, <= "
-             f"{r['false_alarms_per_100_target']:g} false pages per 100 runs"]
+             f"{r['false_alarms_per_100_target']:g} false pages per 100 runs",
+             f"  sized for usable triplets, {r['read']['source']}"]
     cost = (f"${r['cost_per_day_usd']:.2f} ({r['cost_note']})"
             if r["cost_per_day_usd"] is not None else r["cost_note"])
     lines += [f"  CUSUM alone (no top-up): triplets per run: {r['triplets_per_run']}",
-              "  per country cell: " + ", ".join(
+              "  usable triplets per country cell: " + ", ".join(
         f"{k} {v:g}" for k, v in r["triplets_per_cell"].items()) + f" (smallest: "
-        f"{r['smallest_cell']})", f"  CUSUM: h = {c['h']:g} nats, gain at the shift "
+        f"{r['smallest_cell']}); calls per run {r['calls_per_run']}",
+        f"  CUSUM: h = {c['h']:g} nats, gain at the shift "
         f"{c['gain_min']:g}..{c['gain_max']:g} nats/run (thresholds.drift_md_points = "
         f"{c['drift_md_points']:g}), baseline {c['baseline_triplets']} triplets "
         f"({r['baseline_model']}): {e['false_alarms_per_100']:g} false pages per 100 runs, "

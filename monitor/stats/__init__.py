@@ -26,6 +26,7 @@ from monitor.stats.engine import (
     md_jsd_of,
     md_of,
     summarise,
+    usable_by_run,
     usable_of,
     weakness_of,
 )
@@ -41,4 +42,4 @@ __all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "A
            "base_table_of", "beyond", "covariate_of", "deviation_of", "deviation_rows", "jsd_bits",
            "jsd_of", "jsd_rows", "jsd_significant", "local_pairs", "md_covariate_of", "md_jsd_of",
            "md_of", "md_rows", "nullable", "significant", "summarise", "t975", "t_interval",
-           "tested", "usable_of", "weakness_of", "weakness_rows"]
+           "tested", "usable_by_run", "usable_of", "weakness_of", "weakness_rows"]

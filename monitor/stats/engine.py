@@ -31,7 +31,7 @@ from monitor.vocab import CallStatus
 
 __all__ = ["CoverageRow", "StatsStore", "Summary", "Usable", "base_table_of", "covariate_of",
            "deviation_of", "jsd_of", "md_covariate_of", "md_jsd_of", "md_of", "summarise",
-           "usable_of", "weakness_of"]
+           "usable_by_run", "usable_of", "weakness_of"]
 
 LocalCountries = Mapping[str, Sequence[str]]  # language -> its local countries (languages.yaml)
 
@@ -197,6 +197,24 @@ def usable_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str
     with store.session():
         return Usable.of(store.unit_scores(sorted(run_ids), languages, [c for c, _ in local]),
                          store.call_summary(list(run_ids), languages))
+
+
+def usable_by_run(store: StatsStore, runs: Mapping[str, Sequence[str]]) -> dict[str, Usable]:
+    """Usable of each run (run id -> the languages it asked), as usable_of has it for that
+    run alone: the runs that asked the same languages read in one query of their units
+    (countries do not change what is usable), their calls one run at a time."""
+    same: dict[tuple[str, ...], list[str]] = {}
+    for run_id, languages in runs.items():
+        same.setdefault(tuple(languages), []).append(run_id)
+    out: dict[str, Usable] = {}
+    with store.session():
+        for languages, ids in same.items():
+            for part in _chunks(ids, True):
+                units = store.unit_scores(part, languages, [], by_run=True)
+                for i, run_id in enumerate(units.groups):
+                    out[run_id] = Usable.of(units.subset(units.group == i),
+                                            store.call_summary([run_id], languages))
+    return out
 
 
 def deviation_of(store: StatsStore, run_ids: Sequence[str], languages: Sequence[str],

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -31,7 +31,7 @@ from monitor.watch.drift import advance, variance
 
 __all__ = ["H_GRID", "N_GRID", "POWER", "Cells", "TopupSim", "assess", "assess_topup",
            "cell_shares", "cell_sizes", "make_plan", "one_shot_n", "plan_topup", "runs_of_baseline",
-           "sd_from_md", "simulate", "simulate_topup"]
+           "sd_from_md", "simulate", "simulate_topup", "usable_cells"]
 
 H_GRID = np.arange(0.5, 16.01, 0.5)
 #: Run sizes the planner tries (bisected): steps of 5 triplets where real run sizes lie,
@@ -60,6 +60,16 @@ def cell_shares(catalog: Catalog, scenarios: list[str], languages: list[str]) ->
     counts = Counter(c for scen, t in trips for c in {catalog.option(scen, o).country
                                                       for o in t.option_ids})
     return Cells(names, [counts[c] / max(1, len(trips)) for c in names], len(trips))
+
+
+def usable_cells(cells: Cells, read: Mapping[str, float]) -> Cells:
+    """The cells as usable triplets: each share times the share of answers read in its
+    country's language (`read`, country -> share; 1 where absent). A triplet counts for a
+    country where its option was read in the country's language (and one other, nearly
+    always so: docs/statistics.md "Missing answers"), so a run of n triplets holds about
+    n x share x read usable ones. One rule for `monitor plan` and `baseline calibrate`."""
+    return cells._replace(shares=[s * read.get(c, 1.0)
+                                  for c, s in zip(cells.names, cells.shares, strict=True)])
 
 
 def sd_from_md(md: Sequence[MDRow]) -> float:
