@@ -1,6 +1,8 @@
 """The detector with its top-up confirmation: false pages, detection within 3 runs, calls.
 
     python bench/topup.py [--quick] [--e2e-reps 40] [--e2e-only CASES] [--parts PARTS] [--out PATH]
+    python bench/topup.py --parts none --e2e-only lossy,lossy_14 --e2e-null-runs 200
+    python bench/topup.py --verdict-reps 40
 
 Part 1 (normal model; seconds): monitor.watch.plan.assess_topup, i.e. the daemon's
 own CUSUM (monitor.watch.drift.advance) and top-up (monitor.watch.topup: suspect,
@@ -31,6 +33,11 @@ languages with a stable accepted bias (the demo's, monitor/data/demo.yaml) under
 which CN's grows. For every case each run's calls (its own and its top-ups') over
 its planned calls, the mean and the largest, and FIRING in any cell (pooled or per
 scenario) while nothing changes.
+The verdict (--verdict-reps N, alone): on the lossy profile, a baseline with no bias,
+then N replications of 3 runs for each of three cases - CN's local-language bias
+grows (pure bias), zh's language-wide leniency grows (pure leniency), half of each
+(mixed), each moving CN's MD by +0.5 - and the verdict of CN's page (bias, leniency,
+cannot tell) as its messages word it: how often each is said, per case.
 
 Writes bench/results/topup.json.
 """
@@ -126,7 +133,7 @@ def long_part(cat: Catalog) -> dict[str, Any]:
         base = n * 1919 / 40  # a calibration baseline of one rotation cycle
         kw: dict[str, Any] = {"h": H, "tp": tp, "base_triplets": base,
                               "drift_points": 0.5, "min_runs_firing": s.alerts.min_runs_firing,
-                              "runs": 200, "reps": NORMAL_REPS}
+                              "runs": 200, "reps": NORMAL_REPS, "run_triplets": 40}
         null = simulate_topup(n, sd, shift=0.0, **kw)
         pages = null.fired.sum(axis=(1, 2))
         pend = ((null.state[:, 1:] == 1) & (null.state[:, :-1] == 0)).sum(axis=(1, 2))
@@ -327,6 +334,10 @@ CASES: list[tuple[str, str, dict[str, Any], int, bool]] = [
     ("lossy_14", "lossy", {}, 40, True),
 ]
 ACCEPTED = {"lossy": SIX, "lossy_14": FOURTEEN}  # languages; the demo's bias accepted
+#: Baselines of fewer runs than a rotation cycle: at 14 languages a cycle is 417 runs
+#: of 40 triplets (16,659 triplets, 233,000 calls); lossy_14 takes the daemon's
+#: automatic baseline instead, 20 runs (baseline.auto_min_triplets' default, 800).
+BASELINE_RUNS = {"lossy_14": 20}
 
 
 def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = None
@@ -341,7 +352,7 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = N
         sampler = Sampler(cat, scenarios=["university", "relocation", "travel"],
                           variants=["plain", "cot", "female", "male"], seed=0,
                           triplets_per_run=size, languages=langs)
-        cycle = sampler.runs_per_cycle
+        cycle = BASELINE_RUNS.get(name, sampler.runs_per_cycle)
         cfg = work / "monitor.yaml"
         cfg.write_text(json.dumps({
             "storage": {"path": str(db)},
