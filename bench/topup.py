@@ -302,6 +302,10 @@ def _latest(store: Store) -> Any:
     return store._rows("SELECT max(started_at) FROM runs", [])[0][0]
 
 
+def _round(x: Any, digits: int = 3) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
 def _wilson(k: int, n: int) -> list[float]:
     """The 95% Wilson interval of k in n."""
     if n == 0:
@@ -340,8 +344,10 @@ ACCEPTED = {"lossy": SIX, "lossy_14": FOURTEEN}  # languages; the demo's bias ac
 BASELINE_RUNS = {"lossy_14": 20}
 
 
-def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = None
-             ) -> dict[str, Any]:
+def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = None,
+             start: Path | None = None) -> dict[str, Any]:
+    """The real-path cases; `start`: a database whose baseline is set (a case's
+    frozen.duckdb) to begin from instead of asking the baseline's runs again."""
     out = {}
     for name, profile, extra, size, cov in CASES:
         if only and name not in only:
@@ -362,10 +368,12 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = N
             "baseline": {"auto_min_triplets": size * cycle, "covariate": cov}}),
             encoding="utf-8")
         t0 = time.time()
+        if start is not None:
+            shutil.copy(start, db)
         daemon, store = _daemon(cfg, cat)
         bias = dict(DEMO_BIAS) if name in ACCEPTED else {"CN": 0.0}
         shifted = {**bias, "CN": bias["CN"] + CN_SHIFT}
-        for i in range(cycle + 1):  # the baseline, set by the run after it
+        for i in range(0 if start else cycle + 1):  # the baseline, set by the run after it
             asyncio.run(_run(daemon, cat, profile, bias, 1000 + i, extra))
         assert store.baseline("sim") is not None
         store_base_calls = _calls(store, 0)
@@ -376,7 +384,7 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = N
         before, since = _calls(store, 0), _latest(store)
         for i in range(null_runs):
             asyncio.run(_run(daemon, cat, profile, bias, 5000 + i, extra))
-        null_calls = _calls(store, before) / null_runs
+        null_calls = _calls(store, before) / max(null_runs, 1)
         null_pages = _pages(store)
         null_firing = _firing(store)
         null_ratio = _per_run(store, since)
@@ -412,20 +420,20 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = N
             "planned_calls_per_run": size * len(langs),
             "baseline_runs": cycle, "baseline_calls": store_base_calls,
             "null_runs": null_runs, "null_pages_all_cells": null_pages,
-            "null_pages_per_100_runs": 100 * null_pages / null_runs,
+            "null_pages_per_100_runs": 100 * null_pages / max(null_runs, 1),
             "null_firing_any_cell": null_firing,
             # the share of null runs with a page: 0 of N has the interval [0, ~3.7/N]
             "null_page_runs_share_ci95": _wilson(null_pages, null_runs),
-            "null_calls_over_plan_mean": round(float(np.mean(null_ratio)), 3),
-            "null_calls_over_plan_max": round(float(np.max(null_ratio)), 3),
+            "null_calls_over_plan_mean": _round(np.mean(null_ratio) if null_ratio else None),
+            "null_calls_over_plan_max": _round(np.max(null_ratio) if null_ratio else None),
             "null_calls_per_run": round(null_calls, 1),
             "persistence_mean": None if pers[0] is None else round(float(pers[0]), 3),
             "covariate_used_share": None if pers[1] is None else round(float(pers[1]), 3),
-            "shift_reps": reps, "cn_paged_within_3_runs": hits / reps,
+            "shift_reps": reps, "cn_paged_within_3_runs": hits / max(reps, 1),
             "cn_paged_within_3_runs_ci95": _wilson(hits, reps),
-            "shifted_calls_over_plan_mean": round(float(np.mean(ratio)), 3),
-            "shifted_calls_over_plan_max": round(float(np.max(ratio)), 3),
-            "calls_per_run_while_shifted": round(float(np.mean(calls)), 1),
+            "shifted_calls_over_plan_mean": _round(np.mean(ratio) if ratio else None),
+            "shifted_calls_over_plan_max": _round(np.max(ratio) if ratio else None),
+            "calls_per_run_while_shifted": _round(np.mean(calls) if calls else None, 1),
             "seconds": round(time.time() - t0, 1)}
         print(name, out[name], flush=True)
         shutil.rmtree(work, ignore_errors=True)
@@ -527,6 +535,9 @@ def main() -> int:
     ap.add_argument("--verdict-reps", type=int, default=0,
                     help="the verdict's cases (pure bias, pure leniency, mixed): replications "
                          "of each, run alone; 0 (default): not run, the figures kept")
+    ap.add_argument("--e2e-from", type=Path, default=None,
+                    help="begin the --e2e-only case from this database, its baseline set (a "
+                         "case's frozen.duckdb), instead of asking the baseline's runs again")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     cat = load_catalog(None, [])
@@ -554,7 +565,7 @@ def main() -> int:
     if args.parts and not e2e_alone:
         res["e2e"], res["note"] = kept_all.get("e2e"), kept_all.get("note")
     elif not args.quick:
-        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only)
+        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only, args.e2e_from)
         if only:  # the other cases' figures stay as measured
             kept = kept_all.get("e2e") or {}
             res["e2e"] = {**{k: v for k, v in kept.items() if k not in only}, **res["e2e"]}
