@@ -463,11 +463,13 @@ def _cn_verdicts(store: Store) -> list[str]:
     return out
 
 
-def verdict_part(cat: Catalog, reps: int, profile: str = "lossy") -> dict[str, Any]:
+def verdict_part(cat: Catalog, reps: int, md: float = 0.5, start: Path | None = None,
+                 profile: str = "lossy") -> dict[str, Any]:
     """The page's verdict on three injected cases (the real path, as e2e_part): a
     baseline of one rotation cycle with no bias, then per case `reps` copies of it,
     each given up to 3 runs with the case's shift (a sampling seed of its own), and
-    the verdict of CN's page where one came."""
+    the verdict of CN's page where one came. `md`: the cases' shift of CN's MD (their
+    points scaled from 0.5); `start`: a database with the baseline set to begin from."""
     size, t0 = 40, time.time()
     work = Path(tempfile.mkdtemp(prefix="topup-verdict-"))
     db = work / "base.duckdb"
@@ -482,15 +484,19 @@ def verdict_part(cat: Catalog, reps: int, profile: str = "lossy") -> dict[str, A
         "baseline": {"auto_min_triplets": size * cycle, "covariate": True}}
     cfg = work / "monitor.yaml"
     cfg.write_text(json.dumps(doc), encoding="utf-8")
+    if start is not None:
+        shutil.copy(start, db)
     daemon, store = _daemon(cfg, cat)
     leniency = dict(SIM_PROFILES.get(profile, {}).get("language_shift") or {})
-    for i in range(cycle + 1):
+    for i in range(0 if start else cycle + 1):
         asyncio.run(_run(daemon, cat, profile, {"CN": 0.0}, 1000 + i))
     assert store.baseline("sim") is not None
     print(f"verdict: baseline of {cycle} runs in {time.time() - t0:.0f} s", flush=True)
     out: dict[str, Any] = {"profile": profile, "triplets_per_run": size, "languages": len(SIX),
-                           "baseline_runs": cycle, "reps": reps, "cases": {}}
-    for case, (bias, lenient) in VERDICT_CASES.items():
+                           "baseline_runs": cycle, "reps": reps, "md_shift": md,
+                           "cases": {}}
+    for case, (bias0, lenient0) in VERDICT_CASES.items():
+        bias, lenient = bias0 * md / 0.5, lenient0 * md / 0.5
         said: list[str] = []
         for r in range(reps):
             rep_db = work / f"rep{r}.duckdb"
@@ -535,6 +541,8 @@ def main() -> int:
     ap.add_argument("--verdict-reps", type=int, default=0,
                     help="the verdict's cases (pure bias, pure leniency, mixed): replications "
                          "of each, run alone; 0 (default): not run, the figures kept")
+    ap.add_argument("--verdict-md", type=float, default=0.5,
+                    help="the verdict's cases' shift of CN's MD (default 0.5)")
     ap.add_argument("--e2e-from", type=Path, default=None,
                     help="begin the --e2e-only case from this database, its baseline set (a "
                          "case's frozen.duckdb), instead of asking the baseline's runs again")
@@ -554,7 +562,8 @@ def main() -> int:
     kept_all = (json.loads(args.out.read_text(encoding="utf-8"))
                 if (args.parts or only or args.verdict_reps) and args.out.exists() else {})
     if args.verdict_reps:  # alone: everything else keeps its figures
-        kept_all["verdict"] = verdict_part(cat, args.verdict_reps)
+        kept_all["verdict"] = verdict_part(cat, args.verdict_reps, args.verdict_md,
+                                           args.e2e_from)
         args.out.write_text(json.dumps(kept_all, indent=2), encoding="utf-8")
         print(f"wrote {args.out} ({time.time() - t0:.0f} s)")
         return 0
