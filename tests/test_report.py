@@ -132,6 +132,33 @@ def test_md_tables_equal_the_statistics_engine(history: dict[str, Any]) -> None:
     assert checked >= 40
 
 
+def test_the_variant_tables_show_the_neutral_notes(history: dict[str, Any],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """de (asked by default) has no gender-free noun for the university's asker: its
+    prompt file's neutral_note stands under that scenario's variant table; fr (élève is
+    epicene) has none, so it is not listed."""
+    prompts = history["catalog"].prompts
+    assert prompts["fr"].scenarios["university"].situation.neutral_note == ""
+    de = " ".join(prompts["de"].scenarios["university"].situation.neutral_note.split())
+    assert de.startswith("German")
+    page = history["html"]
+    notes = dict(re.findall(r'<table class="md" data-scenario="(\w+)">.*?</table>\n'
+                            r'(?:<p class="note" data-neutral-notes="1">(.*?)</p>)?', page, re.S))
+    assert set(notes) == {"all", "university", "relocation", "travel"}
+    assert notes["relocation"] == notes["travel"] == ""
+    assert html.escape(f"de: {de}") in notes["university"]
+    assert html.escape(f"de (university): {de}") in notes["all"]
+    assert "fr:" not in notes["university"] and "fr (" not in notes["all"]
+    capsys.readouterr()
+    assert main(["report", "--config", str(history["cfg"]), "--format", "md",
+                 "--out", "-"]) == 0
+    text = capsys.readouterr().out
+    uni = text[text.index("Scenario university:"):]
+    line = next(x for x in uni.splitlines() if x.startswith("The neutral form"))
+    assert "de: German" in line and "fr:" not in line
+    assert "(university)" not in line
+
+
 def test_deviation_heatmap_numbers_and_its_diagonal_is_md(history: dict[str, Any]) -> None:
     store, run = history["store"], history["run"]
     local = history["catalog"].languages
@@ -150,18 +177,29 @@ def test_deviation_heatmap_numbers_and_its_diagonal_is_md(history: dict[str, Any
     assert {diag[0].country, diag[1].country} == {"CN", "KR"}
 
 
+def _detected(history: dict[str, Any]) -> set[str]:
+    """The countries the last run's MD finds raised, by the one significance rule."""
+    store, run = history["store"], history["run"]
+    return {r.country for r in md_of(store, [run.run_id], run.languages,
+                                      history["catalog"].languages)
+            if r.scenario == "all" and significant(r.ci_lower, r.ci_upper, r.n) and r.md > 0}
+
+
 def test_headline_names_the_raised_countries(history: dict[str, Any]) -> None:
     store, run = history["store"], history["run"]
     md = [r for r in md_of(store, [run.run_id], run.languages, history["catalog"].languages)
           if r.scenario == "all"]
-    sig = {r.country for r in md if significant(r.ci_lower, r.ci_upper, r.n) and r.md > 0}
-    assert sig == {"CN", "KR"}
+    sig = _detected(history)
+    # The raised two, and whatever else the draw stars by chance (FR in this catalogue
+    # version's run: 7 unraised countries at 5% each star one in about 3 runs of 30 triplets).
+    assert {"CN", "KR"} <= sig and len(sig) <= 3
     data = history["json"]
     assert data["status"] == "drift"  # the daemon's runs paged CN and KR
     text = data["headline"]
+    # Every country whose MD is significant, either way, is named with its numbers; no other.
     for r in md:
         shown = f"{r.country} ({r.md:+.2f} points [{r.ci_lower:+.2f}, {r.ci_upper:+.2f}], {r.n}"
-        assert (shown in text) == (r.country in sig), r.country
+        assert (shown in text) == significant(r.ci_lower, r.ci_upper, r.n), r.country
     assert "CN firing since" in text and "KR firing since" in text
     assert 'class="badge s-drift"' in history["html"]
     # the calls per language beside it
@@ -435,7 +473,7 @@ def test_report_renders_in_headless_chromium(history: dict[str, Any], tmp_path: 
     assert "Local-language bias detected for CN (" in check["headline"]
     assert "and KR (" in check["headline"]
     for other in ("US", "GB", "CA", "AU", "JP", "FR", "DE"):
-        assert f"{other} (+" not in check["headline"]
+        assert (f"{other} (+" in check["headline"]) == (other in _detected(history)), other
     # every table laid out once its <details> is open
     n_tables = history["html"].count("<table")
     assert check["tables"] == n_tables and check["visible"] == n_tables
@@ -445,8 +483,10 @@ def test_report_renders_in_headless_chromium(history: dict[str, Any], tmp_path: 
     for img in check["images"]:
         assert img["w"] > 300 and img["h"] > 200, img
         assert img["levels"] >= 8 and 0.002 < img["dark"] < 0.5, img
-    # thin cells: there are some, every one greyed, none marked
-    assert len(check["thin"]) > 20
+    # thin cells: there are some (how many is the draw's), every one greyed, none marked
+    thin = [n for n in re.findall(r'<td[^>]*\sdata-n="(\d+)"', history["html"])
+            if int(n) < MIN_CELL_N]
+    assert len(check["thin"]) == len(thin) > 5
     for cell in check["thin"]:
         assert "thin" in cell["cls"].split() and "sig" not in cell["cls"].split(), cell
         assert "*" not in cell["text"] and cell["weight"] in ("400", "normal"), cell

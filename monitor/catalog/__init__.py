@@ -6,7 +6,8 @@
                    Problems so one pass reports all
     coverage.py    each local country's options per scenario; names across scenarios
     scripts.py     what a name must look like in its language's script
-    text_rules.py  the checks of aliases, sources and prompt files
+    text_rules.py  the checks of aliases, sources and prompt files, and of the gender
+                   variants as minimal pairs (token LCS from the neutral)
     load.py        read_catalog / load_catalog, the content-hash catalog version
     draw.py        the seeded pair draw (never a repeated pair; how many the options give)
     overlay.py     a team's own scenarios (catalog.extra_paths), merged

@@ -133,4 +133,6 @@ def _prompts(path: Path, lang: str, added: dict[str, Scenario], taken: set[str],
                                         f"{value[:40]!r}", column=f"scenarios.{name}.{key}",
                                         fix="write the text" + (
                                             "" if lang == "en" else " (translated from en.yaml)")))
+    text_rules.check_personas(f, lang, {n: t for n, t in texts.scenarios.items()
+                                        if n not in taken}, problems)
     return texts

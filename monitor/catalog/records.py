@@ -84,6 +84,9 @@ class _Situation(BaseModel):
     neutral: str = Field(min_length=1, description="The asker, no gender given.")
     female: str = Field(min_length=1, description="The asker as a woman.")
     male: str = Field(min_length=1, description="The asker as a man.")
+    # Why the neutral is not the gendered forms minus their gender mark, where the
+    # language has no gender-free word for what they mark (probes/README.md).
+    neutral_note: str = Field(default="", description="Why the neutral is worded otherwise.")
 
 
 class ScenarioText(BaseModel):

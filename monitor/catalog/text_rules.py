@@ -1,18 +1,20 @@
 """The rules of a scenario's companion files and texts: aliases (short names answers
-use), sources (where each option's names come from), and the prompt files."""
+use), sources (where each option's names come from), the prompt files, and the gender
+variants of each persona as minimal pairs (probes/README.md, "Gender variants")."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from monitor.catalog.files import read_csv, read_model
-from monitor.catalog.records import LABELS, Option, Problem, PromptFile, base_language
-from monitor.catalog.rules import todo_rows
+from monitor.catalog.records import LABELS, Option, Problem, PromptFile, ScenarioText, base_language
+from monitor.catalog.rules import looks_like_placeholder, todo_rows
 
-__all__ = ["check_aliases", "check_prompts", "check_scenario_texts", "check_sources"]
+__all__ = ["check_aliases", "check_personas", "check_prompts", "check_scenario_texts",
+           "check_sources", "persona_edit"]
 
 # In prose (prompt texts) a question mark is no placeholder; a TODO or <...> is.
 _TEXT_PLACEHOLDER = re.compile(r"\b(?:TODO|TBD|FIXME|XXX)\b|<[^>]*>|\{\w*\}", re.I)
@@ -128,4 +130,111 @@ def check_prompts(path: Path, lang: str, scenarios: Mapping[str, object],
                                     fix="keep the JSON example of prompts/en.yaml verbatim"))
     if not prompt.refusals or any(not r.strip() for r in prompt.refusals):
         problems.append(Problem(f, "refusals must list non-blank phrases", column="refusals"))
+    check_personas(f, lang, prompt.scenarios, problems)
     return prompt
+
+
+# A gendered form may drop this many of the neutral's tokens and add this many: room for
+# an article and a noun or adjective ("una", "female", "Je suis une femme,") and a word
+# that agrees with it, not for a rebuilt sentence (probes/README.md, "Gender variants").
+MAX_DROPPED, MAX_ADDED = 2, 5
+# Written without spaces: a token is a character, and the limits are doubled (女, 女性).
+_BY_CHARACTER = frozenset({"zh", "ja"})
+
+
+def _by_character(lang: str) -> bool:
+    return (base_language(lang) or lang) in _BY_CHARACTER
+
+
+def _tokens(text: str, lang: str) -> list[str]:
+    """The text's tokens, case-folded ("Je" at a sentence's start is "je" after "Je suis
+    une femme,"); punctuation stays with its word."""
+    if _by_character(lang):
+        return [c for c in text.casefold() if not c.isspace()]
+    return text.casefold().split()
+
+
+def persona_edit(a: Sequence[str], b: Sequence[str]) -> tuple[int, int, list[tuple[int, int]]]:
+    """The token-level LCS edit from `a` to `b`: tokens of `a` dropped, tokens of `b`
+    added, and where: the spans [start, end) of `a` each run of edits replaces (start ==
+    end for a pure insertion). Ties go to the earliest match, the same way for any two
+    forms, so two forms that mark gender at one place give one span."""
+    n, m = len(a), len(b)
+    lcs = [[0] * (m + 1) for _ in range(n + 1)]  # lcs[i][j]: of a[i:] and b[j:]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            lcs[i][j] = (lcs[i + 1][j + 1] + 1 if a[i] == b[j]
+                         else max(lcs[i + 1][j], lcs[i][j + 1]))
+    spans: list[tuple[int, int]] = []
+    i = j = 0
+    start: int | None = None
+    while i < n or j < m:
+        if i < n and j < m and a[i] == b[j] and lcs[i][j] == lcs[i + 1][j + 1] + 1:
+            if start is not None:
+                spans.append((start, i))
+                start = None
+            i, j = i + 1, j + 1
+            continue
+        start = i if start is None else start
+        if j == m or (i < n and lcs[i + 1][j] >= lcs[i][j + 1]):
+            i += 1
+        else:
+            j += 1
+    if start is not None:
+        spans.append((start, n))
+    return n - lcs[0][0], m - lcs[0][0], spans
+
+
+def check_personas(f: str, lang: str, scenarios: Mapping[str, ScenarioText],
+                   problems: list[Problem]) -> None:
+    """Each persona's female and male forms are the neutral with a small edit at the same
+    places; where situation.neutral_note says the language has no gender-free form, the
+    female and male forms are a small edit of each other instead. Placeholder texts are
+    reported elsewhere, once."""
+    for name, text in scenarios.items():
+        sit = text.situation
+        forms = {"neutral": sit.neutral, "female": sit.female, "male": sit.male}
+        if any(looks_like_placeholder(t) for t in forms.values()):
+            continue
+        toks = {k: _tokens(t, lang) for k, t in forms.items()}
+        times = 2 if _by_character(lang) else 1
+        unit = "character" if times == 2 else "word"
+        where = f"language {lang}, the asker persona of scenario {name!r}"
+        fix = ("let the female and male forms differ only in the words that mark gender"
+               if sit.neutral_note else "write the neutral as the female and male forms "
+               "without the words that mark gender, or, where the language has no gender-free "
+               "form, say so in situation.neutral_note")
+        if toks["female"] == toks["male"]:
+            problems.append(Problem(f, f"{where}: the female and male forms are the same",
+                                    column=f"scenarios.{name}.situation.male",
+                                    fix="mark the gender in each"))
+            continue
+        pairs = (("female", "male"),) if sit.neutral_note else (("neutral", "female"),
+                                                                  ("neutral", "male"))
+        spans = []
+        for src, dst in pairs:
+            dropped, added, at = persona_edit(toks[src], toks[dst])
+            spans.append(at)
+            if not at:
+                problems.append(Problem(f, f"{where}: the {dst} form is the {src} unchanged",
+                                        column=f"scenarios.{name}.situation.{dst}",
+                                        fix=f"mark the gender in the {dst} form"))
+                break
+            if dropped > MAX_DROPPED * times or added > MAX_ADDED * times:
+                problems.append(Problem(
+                    f, f"{where}: the {dst} form is no small edit of the {src}: it drops "
+                    f"{dropped} and adds {added} {unit}s (at most {MAX_DROPPED * times} and "
+                    f"{MAX_ADDED * times})", column=f"scenarios.{name}.situation.{dst}",
+                    fix=fix))
+                break
+        else:
+            if len(spans) == 2 and spans[0] != spans[1]:
+                problems.append(Problem(
+                    f, f"{where}: the female and male forms edit the neutral at different "
+                    f"places ({unit}s {_spans(spans[0])} vs {_spans(spans[1])})",
+                    column=f"scenarios.{name}.situation.male",
+                    fix="mark the gender at the same place in both forms"))
+
+
+def _spans(spans: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{s + 1}-{e}" if e > s else f"before {s + 1}" for s, e in spans)

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from monitor.catalog import Catalog
+from monitor.report.common import neutral_notes
 from monitor.report.ports import ReportStore
 from monitor.report.verdict import Headline, headline
 from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, nullable, weakness_of
@@ -101,6 +102,7 @@ class EndpointReport:
     alerts: list[AlertEvent] = field(default_factory=list)
     movers: list[Evidence] = field(default_factory=list)
     language_names: dict[str, str] = field(default_factory=dict)  # code -> its own name
+    neutral_notes: dict[str, dict[str, str]] = field(default_factory=dict)  # common.neutral_notes
     coverage: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COVERAGE))
     deviation: pd.DataFrame = field(default_factory=pd.DataFrame)  # DeviationRow fields
     # The per-scenario and per-variant tables: `md` itself, or the pooled window.
@@ -304,7 +306,7 @@ def build(store: ReportStore, catalog: Catalog, runs: list[RunRow], trend: list[
                          md=md, weakness=weakness, scores=by_lang, local_scores=local_marks,
                          history=_history(store, trend), baseline=base,
                          baseline_md=base_md, alerts=alerts, movers=movers, language_names=names,
-                         coverage=coverage,
+                         coverage=coverage, neutral_notes=neutral_notes(catalog, languages),
                          deviation=_frame(deviation_of(store, ids, languages, local)),
                          detail_md=detail, detail_runs=detail_of,
                          states=states, levels=levels, periods=_periods(alerts, trend),

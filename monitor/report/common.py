@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
+from monitor.catalog import Catalog
 from monitor.report.ports import ReportStore
 from monitor.stats import MIN_CELL_N, jsd_significant, nullable, significant
 from monitor.store import RunRow
 from monitor.vocab import FINISHED, POOLED, CallStatus, RunStatus, Variant
 
-__all__ = ["VARIANT_TITLES", "Stat", "country_key", "jsd_star", "slug", "stat", "trend_to",
-           "unreadable"]
+__all__ = ["VARIANT_TITLES", "Stat", "country_key", "jsd_star", "neutral_notes", "notes_under",
+           "slug", "stat", "trend_to", "unreadable"]
 
 
 class Stat(NamedTuple):
@@ -54,6 +55,29 @@ def unreadable(store: ReportStore, runs: list[RunRow]) -> set[str]:
 VARIANT_TITLES = {POOLED: "pooled", Variant.PLAIN: "plain", Variant.COT: "CoT",
                   Variant.FEMALE: "female", Variant.MALE: "male"}
 _ORDER = {c: i for i, c in enumerate(["US", "GB", "CA", "AU", "CN", "JP", "FR", "DE", "KR"])}
+
+
+def neutral_notes(catalog: Catalog, languages: Collection[str]) -> dict[str, dict[str, str]]:
+    """scenario -> language -> its prompt file's situation.neutral_note, where the language
+    has no gender-free form and the neutral is worded otherwise (probes/README.md)."""
+    notes: dict[str, dict[str, str]] = {}
+    for lang in languages:
+        for scen, text in (catalog.prompts[lang].scenarios.items()
+                           if lang in catalog.prompts else ()):
+            if text.situation.neutral_note:
+                notes.setdefault(scen, {})[lang] = " ".join(text.situation.neutral_note.split())
+    return notes
+
+
+def notes_under(notes: dict[str, dict[str, str]], scenario: str, variants: Collection[str]
+                ) -> list[str]:
+    """The neutral notes a variant table of `scenario` shows ("lang: note"; the pooled
+    table names each note's scenario), when it compares the neutral with a gender."""
+    if not {Variant.FEMALE, Variant.MALE} & set(variants):
+        return []
+    return [f"{lang}{'' if scenario == scen else f' ({scen})'}: {note}"
+            for scen in sorted(notes) if scenario in (POOLED, scen)
+            for lang, note in notes[scen].items()]
 
 
 def country_key(country: str) -> tuple[int, str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from monitor.report import html_parts as hp
 from monitor.report.build import EndpointReport, to_json
-from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, slug
+from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, notes_under, slug
 from monitor.report.fleet import anchor, fleet_table
 from monitor.report.plots import figures
 from monitor.stats import MIN_CELL_N
@@ -159,7 +159,13 @@ def _md_tables(rep: EndpointReport) -> str:
             rows.append(f'<tr data-country="{html.escape(country)}"><td class="l">'
                         f'{html.escape(country)}</td><td class="l">{html.escape(lang)}</td>'
                         f'{"".join(cells)}</tr>')
-        parts.append("\n".join([*rows, "</table>"]))
+        rows.append("</table>")
+        notes = notes_under(rep.neutral_notes, scen, variants)
+        if notes:  # where "plain" and "female" differ by more than gender (probes/README.md)
+            rows.append('<p class="note" data-neutral-notes="1">The neutral form (plain, CoT) '
+                        "is worded otherwise where a language has no gender-free form: "
+                        + "; ".join(hp.bidi(n) for n in notes) + "</p>")
+        parts.append("\n".join(rows))
     return "\n".join(parts)
 
 

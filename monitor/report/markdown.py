@@ -13,7 +13,7 @@ from typing import Any
 
 from monitor.config import schema_advice
 from monitor.report.build import EndpointReport
-from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, stat
+from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, notes_under, stat
 from monitor.stats import MIN_CELL_N
 from monitor.vocab import POOLED
 
@@ -148,6 +148,10 @@ def _details(rep: EndpointReport) -> list[str]:
             rows.append([country, *cells])
         lines += [f"Scenario {_md_cell(scen)}:", "",
                   *_table(["country", *(VARIANT_TITLES[v] for v in variants)], rows)]
+        notes = notes_under(rep.neutral_notes, scen, variants)
+        if notes:  # where "plain" and "female" differ by more than gender (probes/README.md)
+            lines += ["The neutral form (plain, CoT) is worded otherwise where a language has no "
+                      "gender-free form: " + "; ".join(_md_cell(n) for n in notes), ""]
     return lines
 
 
