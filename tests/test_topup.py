@@ -261,7 +261,10 @@ def test_a_top_up_on_a_thin_baseline_stops_early_with_the_recalibrate_message(
     300 triplets in every language, and ended inconclusive, run after run)."""
     cfg = write_config(tmp_path, [{**SIM, "params": {"bias_points": 0.0}}],
                        sampling={"triplets_per_run": 10, "languages": ["en", "zh", "ja"]},
-                       baseline={"auto_min_triplets": 20}, topup={"suspect_h": 0.05})
+                       baseline={"auto_min_triplets": 20},
+                       # No run limit: at 30 planned calls it stops a top-up at 20
+                       # triplets, before futility does, on today's catalogue.
+                       topup={"suspect_h": 0.05, "max_run_share": 100})
     daemon, _, store = sim_daemon(cfg, shipped_catalog)
     with caplog.at_level("INFO"):
         asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 3
