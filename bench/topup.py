@@ -1,6 +1,8 @@
 """The detector with its top-up confirmation: false pages, detection within 3 runs, calls.
 
     python bench/topup.py [--quick] [--e2e-reps 40] [--e2e-only CASES] [--parts PARTS] [--out PATH]
+    python bench/topup.py --parts none --e2e-only lossy,lossy_14 --e2e-null-runs 200
+    python bench/topup.py --verdict-reps 40
 
 Part 1 (normal model; seconds): monitor.watch.plan.assess_topup, i.e. the daemon's
 own CUSUM (monitor.watch.drift.advance) and top-up (monitor.watch.topup: suspect,
@@ -25,7 +27,17 @@ and realistic profiles: a calibration-sized baseline (one rotation cycle of
 by 0.6 points (MD +0.5), each copy with a sampling seed of its own (other triplets):
 P(CN paged within 3 runs) and the calls those runs took. Cases (CASES): the demo and
 realistic profiles, and the demo with 60% persistent noise at 25 and 30 triplets
-per run, with and without the baseline as covariate (baseline.covariate).
+per run, with and without the baseline as covariate (baseline.covariate); the lossy
+profile (answers refused or unreadable, 5-20% per language) at 6 and at 14
+languages with a stable accepted bias (the demo's, monitor/data/demo.yaml) under
+which CN's grows. For every case each run's calls (its own and its top-ups') over
+its planned calls, the mean and the largest, and FIRING in any cell (pooled or per
+scenario) while nothing changes.
+The verdict (--verdict-reps N, alone): on the lossy profile, a baseline with no bias,
+then N replications of 3 runs for each of three cases - CN's local-language bias
+grows (pure bias), zh's language-wide leniency grows (pure leniency), half of each
+(mixed), each moving CN's MD by +0.5 - and the verdict of CN's page (bias, leniency,
+cannot tell) as its messages word it: how often each is said, per case.
 
 Writes bench/results/topup.json.
 """
@@ -53,6 +65,7 @@ from monitor.config import CUSUM_H, Settings, Topup, load_settings
 from monitor.daemon.scheduled import ScheduledRun
 from monitor.measure.calls import CallResult
 from monitor.measure.sampling import Sampler
+from monitor.measure.simulated import PROFILES as SIM_PROFILES
 from monitor.measure.simulated import SimParams, answer
 from monitor.store import Store
 from monitor.watch.plan import (
@@ -62,11 +75,18 @@ from monitor.watch.plan import (
     cell_sizes,
     simulate_topup,
 )
+from monitor.watch.transition import did_reading
 
 OUT = Path(__file__).resolve().parent / "results" / "topup.json"
 PROFILES = {"demo": 0.95, "realistic": 1.34}  # sd of d (docs/benchmarks.md, issue 14)
 SIZES = tuple(range(30, 151, 10))  # a fine grid (issue 14, item 8)
 CN_SHIFT = 0.6  # bias points: MD + 5/6 * 0.6 = +0.5
+SIX = ["en", "ja", "zh", "fr", "de", "ko"]
+FOURTEEN = [*SIX, "es", "pt", "ar", "hi", "id", "it", "tr", "ru"]
+#: A stable accepted bias: the demo's (monitor/data/demo.yaml), in the baseline and
+#: every run after it; the shift is CN's growing by CN_SHIFT on top.
+DEMO_BIAS = {"CN": 0.9, "KR": 0.6, "JP": 0.4, "FR": 0.3, "DE": 0.0, "US": 0.1, "GB": 0.1,
+             "CA": 0.0, "AU": 0.0}
 # Baselines per normal-model figure: 4x `monitor plan`'s 400, since the worst of 9
 # cells' P3 moved by +-0.02 between seeds at 400 (the minimum of noisy estimates).
 NORMAL_REPS = 1600
@@ -113,7 +133,7 @@ def long_part(cat: Catalog) -> dict[str, Any]:
         base = n * 1919 / 40  # a calibration baseline of one rotation cycle
         kw: dict[str, Any] = {"h": H, "tp": tp, "base_triplets": base,
                               "drift_points": 0.5, "min_runs_firing": s.alerts.min_runs_firing,
-                              "runs": 200, "reps": NORMAL_REPS}
+                              "runs": 200, "reps": NORMAL_REPS, "run_triplets": 40}
         null = simulate_topup(n, sd, shift=0.0, **kw)
         pages = null.fired.sum(axis=(1, 2))
         pend = ((null.state[:, 1:] == 1) & (null.state[:, :-1] == 0)).sum(axis=(1, 2))
@@ -263,6 +283,39 @@ def _calls(store: Store, since: int) -> int:
     return int(rows[0][0]) - since
 
 
+def _firing(store: Store) -> int:
+    """FIRING entered by any cell, pooled or per scenario."""
+    return int(store._rows("SELECT count(*) FROM alert_events WHERE to_state = 'firing'",
+                           [])[0][0])
+
+
+def _per_run(store: Store, since: Any = None) -> list[float]:
+    """Each complete run's calls, its own and its top-ups', over its planned calls."""
+    rows = store._rows(
+        "SELECT r.planned_calls, (SELECT count(*) FROM probe_calls c WHERE c.run_id = r.run_id "
+        "OR c.run_id LIKE r.run_id || '-topup-%') FROM runs r WHERE r.status = 'complete' "
+        "AND (? IS NULL OR r.started_at > ?)", [since, since])
+    return [int(n) / int(p) for p, n in rows if p]
+
+
+def _latest(store: Store) -> Any:
+    return store._rows("SELECT max(started_at) FROM runs", [])[0][0]
+
+
+def _round(x: Any, digits: int = 3) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def _wilson(k: int, n: int) -> list[float]:
+    """The 95% Wilson interval of k in n."""
+    if n == 0:
+        return [0.0, 1.0]
+    z, p = 1.959964, k / n
+    mid, half = p + z * z / (2 * n), z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return [round(max(0.0, (mid - half) / (1 + z * z / n)), 4),
+            round(min(1.0, (mid + half) / (1 + z * z / n)), 4)]
+
+
 def _pages(store: Store, country: str | None = None) -> int:
     q = ("SELECT count(*) FROM alert_events WHERE scenario = 'all' AND to_state = 'firing'"
          + (" AND country = ?" if country else ""))
@@ -272,6 +325,7 @@ def _pages(store: Store, country: str | None = None) -> int:
 #: The real path's cases: (name, profile, the model's params, triplets per run, the
 #: baseline as covariate). "persistent" is the demo with 60% of its noise persistent
 #: per (triplet, language, option): the issue's stretch, with and without CUPED.
+#: ACCEPTED: the cases run with the demo's accepted bias, and their languages.
 CASES: list[tuple[str, str, dict[str, Any], int, bool]] = [
     ("demo", "demo", {}, 40, True),
     ("realistic", "realistic", {}, 40, True),
@@ -280,48 +334,64 @@ CASES: list[tuple[str, str, dict[str, Any], int, bool]] = [
     ("persistent_25", "demo", {"persistence": 0.6}, 25, True),
     ("persistent_25_no_covariate", "demo", {"persistence": 0.6}, 25, False),
     ("persistent_30", "demo", {"persistence": 0.6}, 30, True),
+    ("lossy", "lossy", {}, 40, True),
+    ("lossy_14", "lossy", {}, 40, True),
 ]
+ACCEPTED = {"lossy": SIX, "lossy_14": FOURTEEN}  # languages; the demo's bias accepted
+#: Baselines of fewer runs than a rotation cycle: at 14 languages a cycle is 417 runs
+#: of 40 triplets (16,659 triplets, 233,000 calls); lossy_14 takes the daemon's
+#: automatic baseline instead, 20 runs (baseline.auto_min_triplets' default, 800).
+BASELINE_RUNS = {"lossy_14": 20}
 
 
-def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = None
-             ) -> dict[str, Any]:
+def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = None,
+             start: Path | None = None) -> dict[str, Any]:
+    """The real-path cases; `start`: a database whose baseline is set (a case's
+    frozen.duckdb) to begin from instead of asking the baseline's runs again."""
     out = {}
     for name, profile, extra, size, cov in CASES:
         if only and name not in only:
             continue
         work = Path(tempfile.mkdtemp(prefix=f"topup-{name}-"))
         db = work / "base.duckdb"
+        langs = ACCEPTED.get(name, SIX)
         sampler = Sampler(cat, scenarios=["university", "relocation", "travel"],
                           variants=["plain", "cot", "female", "male"], seed=0,
-                          triplets_per_run=size, languages=["en", "ja", "zh", "fr", "de", "ko"])
-        cycle = sampler.runs_per_cycle
+                          triplets_per_run=size, languages=langs)
+        cycle = BASELINE_RUNS.get(name, sampler.runs_per_cycle)
         cfg = work / "monitor.yaml"
         cfg.write_text(json.dumps({
             "storage": {"path": str(db)},
             "endpoints": [{"name": "sim", "model": f"simulated/{profile}",
                            "max_concurrency": 64, "rpm": 100000}],
-            "sampling": {"triplets_per_run": size},
+            "sampling": {"triplets_per_run": size, "languages": langs},
             "baseline": {"auto_min_triplets": size * cycle, "covariate": cov}}),
             encoding="utf-8")
         t0 = time.time()
+        if start is not None:
+            shutil.copy(start, db)
         daemon, store = _daemon(cfg, cat)
-        bias = {"CN": 0.0}
-        for i in range(cycle + 1):  # the baseline, set by the run after it
+        bias = dict(DEMO_BIAS) if name in ACCEPTED else {"CN": 0.0}
+        shifted = {**bias, "CN": bias["CN"] + CN_SHIFT}
+        for i in range(0 if start else cycle + 1):  # the baseline, set by the run after it
             asyncio.run(_run(daemon, cat, profile, bias, 1000 + i, extra))
         assert store.baseline("sim") is not None
         store_base_calls = _calls(store, 0)
         shutil.copy(db, work / "frozen.duckdb")
+        frozen_at = _latest(store)
         print(f"{name}: baseline of {cycle} runs in {time.time() - t0:.0f} s", flush=True)
         # (a) nothing changes
-        before = _calls(store, 0)
+        before, since = _calls(store, 0), _latest(store)
         for i in range(null_runs):
             asyncio.run(_run(daemon, cat, profile, bias, 5000 + i, extra))
-        null_calls = _calls(store, before) / null_runs
+        null_calls = _calls(store, before) / max(null_runs, 1)
         null_pages = _pages(store)
+        null_firing = _firing(store)
+        null_ratio = _per_run(store, since)
         pers = store._rows("SELECT avg(value), avg(CAST(json_extract(extra, '$.used') AS "
                            "BOOLEAN)::INT) FROM run_stats WHERE kind = 'persistence'", [])[0]
         # (b) CN's bias grows; each replication from the frozen baseline
-        hits, calls = 0, []
+        hits, calls, ratio = 0, [], []
         for r in range(reps):
             rep_db = work / f"rep{r}.duckdb"
             shutil.copy(work / "frozen.duckdb", rep_db)
@@ -337,26 +407,123 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = N
             d2, s2 = _daemon(rcfg, cat)
             c0 = _calls(s2, 0)
             for k in range(3):
-                asyncio.run(_run(d2, cat, profile, {"CN": CN_SHIFT}, 90_000 + 10 * r + k,
-                                 extra))
+                asyncio.run(_run(d2, cat, profile, shifted, 90_000 + 10 * r + k, extra))
                 if _pages(s2, "CN"):
                     break
             hits += _pages(s2, "CN") > 0
             calls.append(_calls(s2, c0) / (k + 1))
+            ratio += _per_run(s2, frozen_at)
             rep_db.unlink()
         out[name] = {
             "profile": profile, "params": extra, "triplets_per_run": size, "covariate": cov,
+            "languages": len(langs), "accepted_bias": bias if name in ACCEPTED else None,
+            "planned_calls_per_run": size * len(langs),
             "baseline_runs": cycle, "baseline_calls": store_base_calls,
             "null_runs": null_runs, "null_pages_all_cells": null_pages,
-            "null_pages_per_100_runs": 100 * null_pages / null_runs,
+            "null_pages_per_100_runs": 100 * null_pages / max(null_runs, 1),
+            "null_firing_any_cell": null_firing,
+            # the share of null runs with a page: 0 of N has the interval [0, ~3.7/N]
+            "null_page_runs_share_ci95": _wilson(null_pages, null_runs),
+            "null_calls_over_plan_mean": _round(np.mean(null_ratio) if null_ratio else None),
+            "null_calls_over_plan_max": _round(np.max(null_ratio) if null_ratio else None),
             "null_calls_per_run": round(null_calls, 1),
             "persistence_mean": None if pers[0] is None else round(float(pers[0]), 3),
             "covariate_used_share": None if pers[1] is None else round(float(pers[1]), 3),
-            "shift_reps": reps, "cn_paged_within_3_runs": hits / reps,
-            "calls_per_run_while_shifted": round(float(np.mean(calls)), 1),
+            "shift_reps": reps, "cn_paged_within_3_runs": hits / max(reps, 1),
+            "cn_paged_within_3_runs_ci95": _wilson(hits, reps),
+            "shifted_calls_over_plan_mean": _round(np.mean(ratio) if ratio else None),
+            "shifted_calls_over_plan_max": _round(np.max(ratio) if ratio else None),
+            "calls_per_run_while_shifted": _round(np.mean(calls) if calls else None, 1),
             "seconds": round(time.time() - t0, 1)}
         print(name, out[name], flush=True)
         shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+#: The verdict's cases (issue 32 item 5): what grows in CN after the baseline, in the
+#: simulated model's points - its local-language bias (bias_points), zh's language-wide
+#: leniency (language_shift: every option alike), or half of each. Each moves CN's MD
+#: by +0.5 (5/6 of 0.6); its DiD by +0.5, 0 and +0.25.
+VERDICT_CASES: dict[str, tuple[float, float]] = {
+    "pure_bias": (0.6, 0.0), "pure_leniency": (0.0, 0.6), "mixed": (0.3, 0.3)}
+#: The wrong word per case: "cannot tell" is never wrong; in the mixed case the bias is
+#: there, so "bias" is right and "leniency" (the language's alone) wrong.
+WRONG = {"pure_bias": "leniency", "pure_leniency": "bias", "mixed": "leniency"}
+
+
+def _cn_verdicts(store: Store) -> list[str]:
+    """The verdict (bias / leniency / cannot tell) of each page of CN's pooled cell, read
+    from the messages queued for the sinks, by the rule they are worded by."""
+    out = []
+    for (payload,) in store._rows("SELECT payload FROM outbox ORDER BY id", []):
+        t = json.loads(payload)
+        if (t.get("kind") == "transition" and t["scenario"] == "all" and t["country"] == "CN"
+                and t["to_state"] == "firing" and t["condition"] == "drift"):
+            out.append(did_reading(t["md"], t["did"], tuple(t["did_ci"])))
+    return out
+
+
+def verdict_part(cat: Catalog, reps: int, md: float = 0.5, start: Path | None = None,
+                 profile: str = "lossy") -> dict[str, Any]:
+    """The page's verdict on three injected cases (the real path, as e2e_part): a
+    baseline of one rotation cycle with no bias, then per case `reps` copies of it,
+    each given up to 3 runs with the case's shift (a sampling seed of its own), and
+    the verdict of CN's page where one came. `md`: the cases' shift of CN's MD (their
+    points scaled from 0.5); `start`: a database with the baseline set to begin from."""
+    size, t0 = 40, time.time()
+    work = Path(tempfile.mkdtemp(prefix="topup-verdict-"))
+    db = work / "base.duckdb"
+    cycle = Sampler(cat, scenarios=["university", "relocation", "travel"],
+                    variants=["plain", "cot", "female", "male"], seed=0,
+                    triplets_per_run=size, languages=SIX).runs_per_cycle
+    doc: dict[str, Any] = {
+        "storage": {"path": str(db)},
+        "endpoints": [{"name": "sim", "model": f"simulated/{profile}", "max_concurrency": 64,
+                       "rpm": 100000}],
+        "sampling": {"triplets_per_run": size, "languages": SIX},
+        "baseline": {"auto_min_triplets": size * cycle, "covariate": True}}
+    cfg = work / "monitor.yaml"
+    cfg.write_text(json.dumps(doc), encoding="utf-8")
+    if start is not None:
+        shutil.copy(start, db)
+    daemon, store = _daemon(cfg, cat)
+    leniency = dict(SIM_PROFILES.get(profile, {}).get("language_shift") or {})
+    for i in range(0 if start else cycle + 1):
+        asyncio.run(_run(daemon, cat, profile, {"CN": 0.0}, 1000 + i))
+    assert store.baseline("sim") is not None
+    print(f"verdict: baseline of {cycle} runs in {time.time() - t0:.0f} s", flush=True)
+    out: dict[str, Any] = {"profile": profile, "triplets_per_run": size, "languages": len(SIX),
+                           "baseline_runs": cycle, "reps": reps, "md_shift": md,
+                           "cases": {}}
+    for case, (bias0, lenient0) in VERDICT_CASES.items():
+        bias, lenient = bias0 * md / 0.5, lenient0 * md / 0.5
+        said: list[str] = []
+        for r in range(reps):
+            rep_db = work / f"rep{r}.duckdb"
+            shutil.copy(db, rep_db)
+            rcfg = work / f"rep{r}.yaml"
+            rcfg.write_text(json.dumps({**doc, "storage": {"path": str(rep_db)},
+                                        "sampling": {**doc["sampling"], "seed": 7 + r}}),
+                            encoding="utf-8")
+            d2, s2 = _daemon(rcfg, cat)
+            extra = {"language_shift": {**leniency, "zh": leniency.get("zh", 0.0) + lenient}}
+            for k in range(3):
+                asyncio.run(_run(d2, cat, profile, {"CN": bias}, 70_000 + 10 * r + k, extra))
+                if _pages(s2, "CN"):
+                    break
+            said += _cn_verdicts(s2)[:1]
+            rep_db.unlink()
+        n = len(said)
+        counts = {w: said.count(w) for w in ("bias", "leniency", "cannot tell", "unknown")}
+        out["cases"][case] = {
+            "bias_points_added": bias, "leniency_points_added": lenient, "pages": n,
+            "paged_within_3_runs": round(n / reps, 3), "verdicts": counts,
+            "rates": {w: round(c / n, 3) if n else None for w, c in counts.items()},
+            "rates_ci95": {w: _wilson(c, n) for w, c in counts.items()},
+            "wrong": WRONG[case], "wrong_count": counts[WRONG[case]]}
+        print(f"verdict {case}: {n} pages of {reps}: {counts}", flush=True)
+    out["seconds"] = round(time.time() - t0, 1)
+    shutil.rmtree(work, ignore_errors=True)
     return out
 
 
@@ -369,35 +536,53 @@ def main() -> int:
                     help="comma-separated case names (CASES); the others keep their figures")
     ap.add_argument("--parts", default="",
                     help="comma-separated normal-model parts (normal, long, balanced_sampling, "
-                         "h_grid) to run alone, no real path; the others keep their figures")
+                         "h_grid) to run alone, no real path; the others keep their figures; "
+                         "'none': no normal-model part, the real path (--e2e-only) alone")
+    ap.add_argument("--verdict-reps", type=int, default=0,
+                    help="the verdict's cases (pure bias, pure leniency, mixed): replications "
+                         "of each, run alone; 0 (default): not run, the figures kept")
+    ap.add_argument("--verdict-md", type=float, default=0.5,
+                    help="the verdict's cases' shift of CN's MD (default 0.5)")
+    ap.add_argument("--e2e-from", type=Path, default=None,
+                    help="begin the --e2e-only case from this database, its baseline set (a "
+                         "case's frozen.duckdb), instead of asking the baseline's runs again")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     cat = load_catalog(None, [])
     t0 = time.time()
     parts = {"normal": lambda: normal_part(cat, args.quick), "long": lambda: long_part(cat),
              "balanced_sampling": lambda: balance_part(cat), "h_grid": lambda: h_part(cat)}
-    chosen = [p for p in args.parts.split(",") if p] or list(parts)
+    e2e_alone = args.parts == "none"
+    chosen = [] if e2e_alone else [p for p in args.parts.split(",") if p] or list(parts)
     unknown = [p for p in chosen if p not in parts]
     if unknown:
         ap.error(f"--parts: unknown {unknown}; choose from {list(parts)}")
     only = [c for c in args.e2e_only.split(",") if c]
     # What a partial invocation (--parts, --e2e-only) leaves out keeps its figures.
     kept_all = (json.loads(args.out.read_text(encoding="utf-8"))
-                if (args.parts or only) and args.out.exists() else {})
+                if (args.parts or only or args.verdict_reps) and args.out.exists() else {})
+    if args.verdict_reps:  # alone: everything else keeps its figures
+        kept_all["verdict"] = verdict_part(cat, args.verdict_reps, args.verdict_md,
+                                           args.e2e_from)
+        args.out.write_text(json.dumps(kept_all, indent=2), encoding="utf-8")
+        print(f"wrote {args.out} ({time.time() - t0:.0f} s)")
+        return 0
     res: dict[str, Any] = {"machine": platform.platform(), "python": platform.python_version(),
-                           "runs_per_history": RUNS}
+                           "runs_per_history": RUNS, "note": kept_all.get("note")}
     for name, run in parts.items():  # a part not chosen keeps its figures as measured
         res[name] = run() if name in chosen else kept_all.get(name)
-    if args.parts:
+    if args.parts and not e2e_alone:
         res["e2e"], res["note"] = kept_all.get("e2e"), kept_all.get("note")
     elif not args.quick:
-        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only)
+        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only, args.e2e_from)
         if only:  # the other cases' figures stay as measured
             kept = kept_all.get("e2e") or {}
             res["e2e"] = {**{k: v for k, v in kept.items() if k not in only}, **res["e2e"]}
     seconds = round(time.time() - t0, 1)
-    if args.parts:  # the whole command's time stays; this invocation's beside it
-        res["seconds"], res["seconds_parts"] = kept_all.get("seconds"), {args.parts: seconds}
+    if args.parts or only:  # the whole command's time stays; this invocation's beside it
+        res["seconds"] = kept_all.get("seconds")
+        res["seconds_parts"] = {**(kept_all.get("seconds_parts") or {}),
+                                args.parts or args.e2e_only: seconds}
     else:
         res["seconds"] = seconds
     args.out.parent.mkdir(parents=True, exist_ok=True)

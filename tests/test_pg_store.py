@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,10 @@ def test_a_history_gives_the_same_numbers_on_both_engines(
     assert {k: (c.state, c.s_plus, c.s_minus) for k, c in pgs.alert_states("sim").items()} \
         == states
     assert (pgs.baseline("sim") is None) == (duck.baseline("sim") is None)
+    since = datetime(2000, 1, 1, tzinfo=UTC)  # the top-up verdicts that hold a cell back
+    held = [[(st.key, st.n, json.loads(st.extra or "{}")["cusum"])
+             for _, st in store.topups_since("sim", since)] for store in (pgs, duck)]
+    assert held[0] == held[1] and held[0]
     a, b = pgs.call_totals("sim", [1.0]), duck.call_totals("sim", [1.0])
     assert (a.by_status, a.input_tokens, a.latency_buckets) == (b.by_status, b.input_tokens,
                                                                 b.latency_buckets)

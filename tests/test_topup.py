@@ -289,3 +289,41 @@ def test_the_top_ups_of_a_run_share_one_limit_in_calls(
     spent = rows(store.path, "SELECT split_part(run_id, '-topup-', 1), count(*) FROM "
                              "probe_calls WHERE run_id LIKE '%-topup-%' GROUP BY 1")
     assert spent and max(n for _, n in spent) <= 60, spent
+
+
+def test_held_waits_for_the_sum_on_the_same_side_to_pass_where_it_was() -> None:
+    # last top-up inconclusive up at 3.0: held at 3.0, not at 3.1; not held down, nor
+    # with no inconclusive top-up (last_side 0)
+    up, down = np.array([3.0, 3.1, 1.0, 3.0]), np.array([0.0, 0.0, 4.0, 0.0])
+    side = np.array([1, 1, -1, 1])
+    last_side, last_sum = np.array([1, 1, 1, 0]), np.array([3.0, 3.0, 3.0, 0.0])
+    assert list(topup.held(up, down, side, last_side, last_sum)) == [True, False, False, False]
+
+
+@pytest.mark.slow
+def test_a_cell_just_inconclusive_is_not_topped_up_again_until_its_sum_grows(
+        tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
+    """Top-ups capped at one batch (5 triplets) rarely decide on noise: most end
+    inconclusive. A cell's next top-up on the same side comes only in a run whose sum
+    passed the one its inconclusive top-up had; the rule holds across a restart (a
+    new daemon on the same store), since it is read from the stored verdicts."""
+    kw: dict[str, Any] = {"suspect_h": 0.05, "batch_triplets": 5, "max_triplets": 5,
+                          "max_run_share": 100}
+    daemon, store = _daemon(tmp_path, shipped_catalog, ["en", "zh", "ja"], **kw)
+    calm = [{"bias_points": 0.0}]
+    with caplog.at_level("INFO"):
+        asyncio.run(_runs(daemon, shipped_catalog, calm * 7))
+        daemon, store = _daemon(tmp_path, shipped_catalog, ["en", "zh", "ja"], **kw)
+        asyncio.run(_runs(daemon, shipped_catalog, calm * 4, first_seed=200))
+    verdicts = [(k, json.loads(e)) for k, e in rows(
+        store.path, "SELECT s.key, s.extra FROM run_stats s JOIN runs r USING (run_id) "
+                    "WHERE s.kind = 'topup' ORDER BY r.started_at")]
+    assert sum(v["decision"] == "inconclusive" for _, v in verdicts) >= 3, verdicts
+    last: dict[str, dict[str, Any]] = {}
+    for country, v in verdicts:
+        before = last.get(country)
+        if before and before["decision"] == "inconclusive" and before["side"] == v["side"]:
+            assert v["cusum"] > before["cusum"], (country, before, v)
+        last[country] = v
+    held = [m for m in (r.getMessage() for r in caplog.records) if "but not topped up" in m]
+    assert held, "no cell was held back"

@@ -85,7 +85,8 @@ def _stored(store: ReviewStore, run_id: str) -> dict[str, topup.Verdict]:
                 math.nan if st.ci_upper is None else st.ci_upper),
             llr=float(extra["llr"]), asked=int(extra["asked"]), run_id=extra["run_id"],
             why=str(extra.get("why", "")), did=_num(extra.get("did")),
-            did_ci=(_num(extra.get("did_ci_lower")), _num(extra.get("did_ci_upper"))))
+            did_ci=(_num(extra.get("did_ci_lower")), _num(extra.get("did_ci_upper"))),
+            cusum=_num(extra.get("cusum")))
     return out
 
 
@@ -100,7 +101,8 @@ def _row(v: topup.Verdict) -> StatRow:
                                      "llr": round(v.llr, 3), "asked": v.asked,
                                      "run_id": v.run_id, "why": v.why, "did": nullable(v.did),
                                      "did_ci_lower": nullable(v.did_ci[0]),
-                                     "did_ci_upper": nullable(v.did_ci[1])}))
+                                     "did_ci_upper": nullable(v.did_ci[1]),
+                                     "cusum": nullable(v.cusum)}))
 
 
 async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
@@ -224,7 +226,8 @@ async def _one(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect,
     did, did_ci = _pooled_did(ctx, cell, sus, row.run_id)
     v = topup.Verdict(country=sus.country, side=sus.side, decision=decision, n=n, md=md,
                       ci=ci, llr=value, asked=asked, run_id=row.run_id,
-                      why=why if decision == topup.UNDECIDED else "", did=did, did_ci=did_ci)
+                      why=why if decision == topup.UNDECIDED else "", did=did, did_ci=did_ci,
+                      cusum=sus.cusum)
     await asyncio.to_thread(store.finish_run, row.run_id, RunStatus.TOPUP,
                             f"top-up of {sus.country} for run {run.run_id}: {v.word}")
     return v

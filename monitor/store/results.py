@@ -78,6 +78,17 @@ class ResultsStore(Base):
             "ORDER BY s.scenario, s.key", [kind, endpoint, kind])
         return [_stat(r) for r in rows]
 
+    def topups_since(self, endpoint: str, since: datetime) -> list[tuple[str, StatRow]]:
+        """(run_id, verdict): the endpoint's top-up verdicts (run_stats kind "topup") of
+        runs started at or after `since`, oldest first: the last per country may hold
+        its cell back (monitor.watch.topup.held)."""
+        rows = self._rows(
+            "SELECT s.run_id, s.kind, s.scenario, s.key, s.value, s.ci_lower, s.ci_upper, s.n, "
+            "s.p_value, s.extra FROM run_stats s JOIN runs r ON r.run_id = s.run_id "
+            "WHERE r.endpoint = ? AND s.kind = ? AND r.started_at >= ? "
+            "ORDER BY r.started_at, r.run_id", [endpoint, StatKind.TOPUP, since])
+        return [(r[0], _stat(r[1:])) for r in rows]
+
     def done_calls(self, run_id: str) -> set[tuple[str, str]]:
         """(triplet_id, language) of calls that need no retry on resume."""
         rows = self._rows("SELECT triplet_id, language FROM probe_calls WHERE run_id = ? AND "

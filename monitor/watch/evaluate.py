@@ -19,6 +19,8 @@ catalogue, model or setup is announced once, and not compared.
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +51,8 @@ from monitor.watch.transition import Transition
 __all__ = ["Evaluation", "Suspect", "evaluate", "observed", "suspects"]
 
 TOP_MOVERS_SLACK = 3
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(kw_only=True)
@@ -129,6 +133,7 @@ def suspects(ctx: Context[WatchStore], run: RunRow, summary: Summary,
     saved = ctx.store.alert_states(run.endpoint)
     adj, _ = covariate(ctx, [run.run_id], run, ref)
     h, _ = detector_h(ctx, run, ref)
+    holds = _holds(ctx, run, ref)
     out = []
     for r in summary.md:
         b = base.get((r.scenario, r.country))
@@ -137,8 +142,30 @@ def suspects(ctx: Context[WatchStore], run: RunRow, summary: Summary,
         new = _step(ctx, _prev(saved.get((r.scenario, r.country))), obs, h)
         hot, side = topup.suspect(CODES[AlertState(new.state)], new.s_plus, new.s_minus,
                                   ctx.settings.topup.suspect_h)
-        if bool(hot):
-            out.append(Suspect(r.country, int(side), max(new.s_plus, new.s_minus), b))
+        if not bool(hot):
+            continue
+        last_side, last_sum = holds.get(r.country, (0, math.inf))
+        if bool(topup.held(new.s_plus, new.s_minus, side, last_side, last_sum)):
+            log.info("endpoint %s: run %s: %s suspected %s (CUSUM %.1f) but not topped up: "
+                     "its last top-up was inconclusive at CUSUM %.1f, and a new one waits "
+                     "until the sum passes it", run.endpoint, run.run_id, r.country,
+                     Side.of(int(side)), max(new.s_plus, new.s_minus), last_sum)
+            continue
+        out.append(Suspect(r.country, int(side), max(new.s_plus, new.s_minus), b))
+    return out
+
+
+def _holds(ctx: Context[WatchStore], run: RunRow, ref: Reference) -> dict[str, tuple[int, float]]:
+    """Per country whose last top-up under this baseline (before this run) ended
+    inconclusive: (its side, the sum that raised it) - monitor.watch.topup.held."""
+    out: dict[str, tuple[int, float]] = {}
+    for run_id, st in ctx.store.topups_since(run.endpoint, ref.baseline.set_at):
+        if run_id == run.run_id:
+            continue  # this run's own (a resumed review) are kept by the top-up itself
+        extra = json.loads(st.extra or "{}")
+        out.pop(st.key, None)
+        if extra.get("decision") == "inconclusive" and extra.get("cusum") is not None:
+            out[st.key] = (int(extra["side"]), float(extra["cusum"]))
     return out
 
 
@@ -159,8 +186,10 @@ def _after_topup(new: CellState, v: topup.Verdict, settings: Settings, h: float)
         reason = (f"suspected drift {side} dismissed by a top-up of {fresh} <= {b:.1f}; "
                   "that side's CUSUM restarts" if state == AlertState.OK else new.reason)
     else:
-        reason = (f"drift {side} suspected, top-up inconclusive after {fresh}; asked "
-                  "again next run" if state != AlertState.OK else new.reason)
+        held_at = float(up if v.side > 0 else down)
+        reason = (f"drift {side} suspected, top-up inconclusive after {fresh}; a new "
+                  f"top-up waits until this side's CUSUM passes {held_at:.1f}"
+                  if state != AlertState.OK else new.reason)
     return CellState(state=state, s_plus=float(up), s_minus=float(down), alarm_runs=int(runs),
                      calm_runs=new.calm_runs, z=new.z, reason=reason,
                      level=new.level, level_runs=new.level_runs)

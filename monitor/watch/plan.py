@@ -141,7 +141,8 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
     (one baseline per rep). A run's top-ups share topup.max_run_share x run_triplets
     (the daemon tops its suspects up one after another; here their batches take turns
     until the run's limit), and each stops once neither bound is in reach
-    (topup.reachable). `alone`: each cell has the run's whole limit, as when one
+    (topup.reachable); a cell whose last top-up ended inconclusive waits until its sum
+    passes where it was (topup.held). `alone`: each cell has the run's whole limit, as when one
     country shifts and is the run's only suspect (the shift is applied to every cell
     at once here, to read each cell's P3 from one simulation)."""
     limit = math.inf if run_triplets is None else tp.max_run_share * run_triplets
@@ -155,6 +156,8 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
     fired = np.zeros((reps, runs, n.shape[1]), bool)
     asked = np.zeros((reps, runs, n.shape[1]), np.int32)
     states = np.zeros((reps, runs, n.shape[1]), np.int8)
+    last_side = np.zeros(shape, np.int8)  # the last inconclusive top-up's side (0: none)
+    last_sum = np.zeros(shape)
     for t in range(runs):
         mu = shift if t >= shift_at else 0.0
         diff = mu + rng.standard_normal(shape) * sd / np.sqrt(n) - md_b
@@ -162,7 +165,7 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
             state, s_plus, s_minus, alarm_runs, diff, var, valid, delta=drift_points, h=h,
             min_runs_firing=min_runs_firing)
         hot, side = topup.suspect(new, s_plus, s_minus, tp.suspect_h)
-        hot &= valid
+        hot &= valid & ~topup.held(s_plus, s_minus, side, last_side, last_sum)
         # The sequential test on fresh draws, batch by batch, for the suspected cells.
         total = np.zeros(shape)
         k = np.zeros(shape)
@@ -187,6 +190,11 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
             open_ &= (d == topup.UNDECIDED) & (k < tp.max_triplets) & topup.reachable(
                 tp.max_triplets, fresh, se_b, nb, side, drift_points, tp.alpha, tp.beta)
         asked[:, t] = k
+        # A suspect the run's limit left unasked has no verdict: its hold stays as it was.
+        tested = hot & (k > 0)
+        undecided = tested & (decision == topup.UNDECIDED)
+        last_side = np.where(tested, np.where(undecided, side, 0), last_side).astype(np.int8)
+        last_sum = np.where(undecided, np.where(side > 0, s_plus, s_minus), last_sum)
         new, s_plus, s_minus, alarm_runs = topup.apply(new, s_plus, s_minus, alarm_runs, hot,
                                                        side, decision, h)
         fired[:, t] = (new == 2) & (state != 2)

@@ -13,7 +13,7 @@ MD differs from the baseline's by x,
 ln((1 - beta) / alpha) confirms: the cell pages now. L <= B = ln(beta / (1 -
 alpha)) dismisses: the CUSUM's sum on that side restarts at 0, since fresh
 data gave evidence against the shift. At `topup.max_triplets` without either
-the cell stays as the CUSUM alone has it and the next run may try again. Because the fresh data
+the cell stays as the CUSUM alone has it. Because the fresh data
 are new draws from the same population, the chance of confirming a shift that
 is not there is at most alpha per top-up whatever led to it (Ville's
 inequality for the likelihood-ratio martingale), and only cells the CUSUM
@@ -25,6 +25,16 @@ Before each batch (`reachable`), the top-up stops when even the larger of the
 shift measured so far and delta could not reach A at the cap, nor the smaller of
 it and 0 reach B, and says how many triplets per cell a baseline would need
 (`baseline_needed`).
+
+Held: a cell whose last top-up (under the current baseline) ended inconclusive -
+at its cap, at the run's limit, cut by the budget or futile - is not topped up
+again on that side until that side's CUSUM sum passes the value it had at that
+top-up (`held`): the runs since have added net evidence for the shift. Under a
+real shift the sum grows by about delta^2 / 2v a run, so the hold ends within a
+run or two; with none it tends to fall, and the calls the top-up would spend
+again on the same evidence are not asked. A new baseline ends every hold. The
+state is derived from the stored verdicts (run_stats kind "topup", extra
+"cusum"), so it survives a restart.
 
 Everything here works on numpy arrays (or 0-d ones), so the daemon, `monitor
 plan` and the benchmarks run this code, not a replica.
@@ -41,7 +51,7 @@ import numpy as np
 from monitor.watch.drift import CAP_H, MIN_SD, variance
 
 __all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "Verdict", "apply", "baseline_needed", "bounds",
-           "decide", "llr", "reachable", "suspect"]
+           "decide", "held", "llr", "reachable", "suspect"]
 
 CONFIRM, DISMISS, UNDECIDED = 1, -1, 0
 
@@ -62,6 +72,7 @@ class Verdict:
     why: str = ""  # why an inconclusive top-up stopped before its cap (futile, limits)
     did: float = math.nan  # the DiD of the run and the top-up's triplets pooled
     did_ci: tuple[float, float] = (math.nan, math.nan)
+    cusum: float = math.nan  # the suspected side's CUSUM sum that raised it (`held`)
 
     @property
     def word(self) -> str:
@@ -117,6 +128,14 @@ def suspect(state: Any, s_plus: Any, s_minus: Any, suspect_h: float) -> tuple[An
     return hot, np.where(np.asarray(s_plus) >= np.asarray(s_minus), 1, -1)
 
 
+def held(s_plus: Any, s_minus: Any, side: Any, last_side: Any, last_sum: Any) -> Any:
+    """Whether a suspected cell waits (arrays broadcast): its last top-up ended
+    inconclusive on the same side (last_side +1 / -1; 0: no such top-up) when that
+    side's sum was last_sum, and the sum has not passed it since."""
+    now = np.where(np.asarray(side) > 0, s_plus, s_minus)
+    return (np.asarray(last_side) == np.asarray(side)) & ~(now > np.asarray(last_sum))
+
+
 def apply(state: Any, s_plus: Any, s_minus: Any, alarm_runs: Any, asked: Any, side: Any,
           decision: Any, h: Any) -> tuple[Any, Any, Any, Any]:
     """The cells after their top-up (asked False: none ran, nothing changes).
@@ -125,8 +144,8 @@ def apply(state: Any, s_plus: Any, s_minus: Any, alarm_runs: Any, asked: Any, si
     the shift too), so that a confirmed page needs as much evidence against the shift
     to resolve as any other.
     Dismissed -> that side's sum back to 0 and OK (unless it was FIRING). Undecided
-    -> as the CUSUM alone has it (PENDING only above h); the next run may suspect
-    the cell again."""
+    -> as the CUSUM alone has it (PENDING only above h); a new top-up of that side
+    waits until its sum passes where it is (`held`)."""
     asked = np.asarray(asked, bool)
     conf = asked & (decision == CONFIRM)
     dism = asked & (decision == DISMISS)
