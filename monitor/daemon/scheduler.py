@@ -135,8 +135,11 @@ async def _main(settings: Settings, config: Path | None, source: Path, store: St
     # Replicas sharing a store: each slot is claimed by one, and a run another left is
     # taken over by the watcher (fleet.py), not at start.
     shared = store.shared
+    # A claimed slot's run waits for the endpoint's lease (held by the run of its last
+    # slot, usually) almost until the next slot: half a period skipped slots whenever a
+    # loaded machine made runs outlast it, while nine tenths never stacks two waiters.
     daemon = RunLauncher(config, store, state, slot=slot_of(settings) if shared else None,
-                         lease_wait_s=period / 2 if shared else 0.0,
+                         lease_wait_s=period * 0.9 if shared else 0.0,
                          max_runs=settings.schedule.max_concurrent_runs, room_wait_s=period / 2)
     sinks = settings.alerts.ready()
     state.set_sinks(len(sinks))
