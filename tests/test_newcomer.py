@@ -162,7 +162,8 @@ def test_the_readme_main_command_shows_the_bias_the_readme_says_the_demo_injects
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MONITOR_CONFIG", raising=False)
     assert main(["probe", "--once"]) == 0
-    out = capsys.readouterr().out
+    cap = capsys.readouterr()
+    out = cap.out
     rows = {m[0]: m for m in ROW.findall(out)}
     assert set(rows) == set(expected), out
     missed = {c for c, (_, _, _, lo, hi, _) in rows.items()
@@ -175,6 +176,10 @@ def test_the_readme_main_command_shows_the_bias_the_readme_says_the_demo_injects
     assert f"(`{md} [{lo}, {hi}]`: too few triplets" in readme
     assert {c for c, m in rows.items() if m[5] == "*"} == {"CN", "DE"}
     assert not any(m[5].startswith("BREACH") for m in rows.values())
+    # A scenario's breach is the last line (stderr): the README quotes each one.
+    breaches = [x for x in cap.err.splitlines() if x.startswith("monitor: breach: ")]
+    flat = " ".join(readme.split())
+    assert all(" ".join(x.removeprefix("monitor: ").split()) in flat for x in breaches), breaches
     assert float(rows["CN"][2]) > 0
     assert all(float(m[3]) <= 0 <= float(m[4]) for c, m in rows.items()
                if expected[c] == 0 and c not in missed)
