@@ -53,9 +53,11 @@ def read_shares(store: Store | None, endpoint: str, catalog: Catalog, languages:
                 ) -> Read:
     """The endpoint's measured read shares (Read) on its latest READ_RUNS complete or
     partial runs: what `monitor plan` and `baseline calibrate` size the runs by."""
-    runs = [] if store is None else [r for r in store.runs(endpoint) if r.status in (
-        RunStatus.COMPLETE, RunStatus.PARTIAL)][-READ_RUNS:]
-    if store is None or not runs:
+    if store is None:
+        return Read({}, {}, 0)
+    runs = [r for r in store.runs(endpoint)
+            if r.status in (RunStatus.COMPLETE, RunStatus.PARTIAL)][-READ_RUNS:]
+    if not runs:
         return Read({}, {}, 0)
     cov = {lang: scored / asked for lang, asked, scored in
            store.call_summary([r.run_id for r in runs], languages).coverage if asked}

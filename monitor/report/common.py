@@ -11,8 +11,8 @@ from monitor.stats import MIN_CELL_N, jsd_significant, nullable, significant
 from monitor.store import RunRow
 from monitor.vocab import FINISHED, POOLED, CallStatus, RunStatus, Variant
 
-__all__ = ["VARIANT_TITLES", "Stat", "country_key", "jsd_star", "neutral_notes", "notes_under",
-           "slug", "stat", "trend_to", "unreadable"]
+__all__ = ["NEUTRAL_NOTES_LEAD", "VARIANT_TITLES", "Stat", "country_key", "jsd_star",
+           "neutral_notes", "notes_under", "slug", "stat", "trend_to", "unreadable"]
 
 
 class Stat(NamedTuple):
@@ -67,6 +67,11 @@ def neutral_notes(catalog: Catalog, languages: Collection[str]) -> dict[str, dic
             if text.situation.neutral_note:
                 notes.setdefault(scen, {})[lang] = " ".join(text.situation.neutral_note.split())
     return notes
+
+
+#: What stands before the notes under a variant table (HTML and Markdown alike).
+NEUTRAL_NOTES_LEAD = ("The neutral form (plain, CoT) is worded otherwise where a language has "
+                      "no gender-free form: ")
 
 
 def notes_under(notes: dict[str, dict[str, str]], scenario: str, variants: Collection[str]

@@ -18,7 +18,14 @@ from pathlib import Path
 
 from monitor.report import html_parts as hp
 from monitor.report.build import EndpointReport, to_json
-from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, notes_under, slug
+from monitor.report.common import (
+    NEUTRAL_NOTES_LEAD,
+    VARIANT_TITLES,
+    country_key,
+    jsd_star,
+    notes_under,
+    slug,
+)
 from monitor.report.fleet import anchor, fleet_table
 from monitor.report.plots import figures
 from monitor.stats import MIN_CELL_N
@@ -162,8 +169,7 @@ def _md_tables(rep: EndpointReport) -> str:
         rows.append("</table>")
         notes = notes_under(rep.neutral_notes, scen, variants)
         if notes:  # where "plain" and "female" differ by more than gender (probes/README.md)
-            rows.append('<p class="note" data-neutral-notes="1">The neutral form (plain, CoT) '
-                        "is worded otherwise where a language has no gender-free form: "
+            rows.append('<p class="note" data-neutral-notes="1">' + NEUTRAL_NOTES_LEAD
                         + "; ".join(hp.bidi(n) for n in notes) + "</p>")
         parts.append("\n".join(rows))
     return "\n".join(parts)

@@ -13,7 +13,14 @@ from typing import Any
 
 from monitor.config import schema_advice
 from monitor.report.build import EndpointReport
-from monitor.report.common import VARIANT_TITLES, country_key, jsd_star, notes_under, stat
+from monitor.report.common import (
+    NEUTRAL_NOTES_LEAD,
+    VARIANT_TITLES,
+    country_key,
+    jsd_star,
+    notes_under,
+    stat,
+)
 from monitor.stats import MIN_CELL_N
 from monitor.vocab import POOLED
 
@@ -150,8 +157,7 @@ def _details(rep: EndpointReport) -> list[str]:
                   *_table(["country", *(VARIANT_TITLES[v] for v in variants)], rows)]
         notes = notes_under(rep.neutral_notes, scen, variants)
         if notes:  # where "plain" and "female" differ by more than gender (probes/README.md)
-            lines += ["The neutral form (plain, CoT) is worded otherwise where a language has no "
-                      "gender-free form: " + "; ".join(_md_cell(n) for n in notes), ""]
+            lines += [NEUTRAL_NOTES_LEAD + "; ".join(_md_cell(n) for n in notes), ""]
     return lines
 
 

@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 
 #: Seconds between a long top-up's progress lines in the log.
 PROGRESS_S = 30.0
-_DECISION = {"confirmed": topup.CONFIRM, "dismissed": topup.DISMISS,
-             "inconclusive": topup.UNDECIDED}
 
 
 def topup_run_id(run_id: str, country: str) -> str:
@@ -75,23 +73,8 @@ class _Cell:
 
 def _stored(store: ReviewStore, run_id: str) -> dict[str, topup.Verdict]:
     """The verdicts this run's top-ups reached before an interruption."""
-    out = {}
-    for _, st in store.stats_of([run_id], kind=StatKind.TOPUP):
-        extra = json.loads(st.extra or "{}")
-        out[st.key] = topup.Verdict(
-            country=st.key, side=int(extra["side"]), decision=_DECISION[extra["decision"]],
-            n=int(st.n or 0), md=math.nan if st.value is None else st.value,
-            ci=(math.nan if st.ci_lower is None else st.ci_lower,
-                math.nan if st.ci_upper is None else st.ci_upper),
-            llr=float(extra["llr"]), asked=int(extra["asked"]), run_id=extra["run_id"],
-            why=str(extra.get("why", "")), did=_num(extra.get("did")),
-            did_ci=(_num(extra.get("did_ci_lower")), _num(extra.get("did_ci_upper"))),
-            cusum=_num(extra.get("cusum")))
-    return out
-
-
-def _num(x: object) -> float:
-    return math.nan if x is None else float(str(x))
+    return {st.key: topup.Verdict.of_row(st)
+            for _, st in store.stats_of([run_id], kind=StatKind.TOPUP)}
 
 
 def _row(v: topup.Verdict) -> StatRow:

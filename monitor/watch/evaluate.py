@@ -19,7 +19,6 @@ catalogue, model or setup is announced once, and not compared.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Mapping
@@ -162,10 +161,10 @@ def _holds(ctx: Context[WatchStore], run: RunRow, ref: Reference) -> dict[str, t
     for run_id, st in ctx.store.topups_since(run.endpoint, ref.baseline.set_at):
         if run_id == run.run_id:
             continue  # this run's own (a resumed review) are kept by the top-up itself
-        extra = json.loads(st.extra or "{}")
-        out.pop(st.key, None)
-        if extra.get("decision") == "inconclusive" and extra.get("cusum") is not None:
-            out[st.key] = (int(extra["side"]), float(extra["cusum"]))
+        v = topup.Verdict.of_row(st)
+        out.pop(v.country, None)
+        if v.decision == topup.UNDECIDED and math.isfinite(v.cusum):
+            out[v.country] = (v.side, v.cusum)
     return out
 
 

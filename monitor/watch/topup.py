@@ -42,18 +42,24 @@ plan` and the benchmarks run this code, not a replica.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from monitor.watch.drift import CAP_H, MIN_SD, variance
 
-__all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "Verdict", "apply", "baseline_needed", "bounds",
-           "decide", "held", "llr", "reachable", "suspect"]
+if TYPE_CHECKING:
+    from monitor.store import StatRow
+
+__all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "WORDS", "Verdict", "apply", "baseline_needed",
+           "bounds", "decide", "held", "llr", "reachable", "suspect"]
 
 CONFIRM, DISMISS, UNDECIDED = 1, -1, 0
+#: A decision as a verdict says and stores it (run_stats kind "topup", extra "decision").
+WORDS = {CONFIRM: "confirmed", DISMISS: "dismissed", UNDECIDED: "inconclusive"}
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -76,7 +82,26 @@ class Verdict:
 
     @property
     def word(self) -> str:
-        return {CONFIRM: "confirmed", DISMISS: "dismissed"}.get(self.decision, "inconclusive")
+        return WORDS[self.decision]
+
+    @classmethod
+    def of_row(cls, st: StatRow) -> Verdict:
+        """A verdict as stored (run_stats kind "topup"; the review writes it): read by
+        the review that resumes its run and by the next runs' holds (`held`)."""
+        extra = json.loads(st.extra or "{}")
+        decision = {w: d for d, w in WORDS.items()}[extra["decision"]]
+        return cls(country=st.key, side=int(extra["side"]), decision=decision,
+                   n=int(st.n or 0), md=_num(st.value), ci=(_num(st.ci_lower),
+                                                            _num(st.ci_upper)),
+                   llr=float(extra["llr"]), asked=int(extra["asked"]), run_id=extra["run_id"],
+                   why=str(extra.get("why", "")), did=_num(extra.get("did")),
+                   did_ci=(_num(extra.get("did_ci_lower")), _num(extra.get("did_ci_upper"))),
+                   cusum=_num(extra.get("cusum")))
+
+
+def _num(x: object) -> float:
+    """A stored number, NaN where none was (JSON null, SQL NULL)."""
+    return math.nan if x is None else float(str(x))
 
 
 def bounds(alpha: float, beta: float) -> tuple[float, float]:
