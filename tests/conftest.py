@@ -13,6 +13,24 @@ import pytest
 
 from monitor.catalog import Catalog, default_catalog_dir, load_catalog
 
+#: The files whose tests take longest (minutes, mostly waiting on a schedule), longest
+#: first. They start first, so that their waits overlap the short tests on the other
+#: workers instead of running alone at the end (`--dist loadfile --no-loadscope-reorder`,
+#: pyproject.toml, hands out files in collection order).
+LONGEST_FIRST = ("test_daemon_e2e.py", "test_replicas_e2e.py", "test_plan.py",
+                 "test_daemon_process.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, then the other end-to-end (slow) files, then the rest;
+    the order within a file is kept."""
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        if name in LONGEST_FIRST:
+            return LONGEST_FIRST.index(name)
+        return len(LONGEST_FIRST) + (item.get_closest_marker("slow") is None)
+    items.sort(key=rank)  # stable: a file's tests stay in their order
+
 
 @pytest.fixture(autouse=True)
 def _no_monitor_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:

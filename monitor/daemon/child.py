@@ -19,20 +19,20 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
-from monitor.alerts import build_sinks
 from monitor.catalog import load_catalog
 from monitor.config import load_settings
-from monitor.daemon.scheduled import ScheduledRun
+from monitor.daemon.launcher import SLOT_SKIPPED, child_counts
 from monitor.errors import MonitorError
 from monitor.logs import setup_logging
-from monitor.serve.publish import Reporter
-from monitor.store import open_store
+from monitor.store import Store, open_store
+from monitor.store.coordination import endpoint_lease
 
 __all__ = ["child_main"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("monitor.daemon.child")  # not __main__: it runs with -m
 
 
 def _die_with_parent(parent: int | None) -> None:
@@ -81,25 +81,52 @@ def child_main(argv: list[str] | None = None) -> int:
     except MonitorError as exc:  # one line, as from the CLI; the parent counts the failure
         log.error("endpoint %s: run not started: %s", args.endpoint, exc)
         return exc.exit_code
+    wait_s = args.lease_wait
+    if not args.resume_only and wait_s > 0 and store.shared:
+        wait_s = _lease_free_within(store, args.endpoint, wait_s)
+        if wait_s is None:
+            log.info(SLOT_SKIPPED, args.endpoint, args.lease_wait)
+            return _report(args.report_fd, args.endpoint, child_counts(skipped=1))
+    # The run stack (LiteLLM, pandas, SciPy): only for a slot that runs.
+    from monitor.alerts import build_sinks
+    from monitor.daemon.scheduled import ScheduledRun
+    from monitor.serve.publish import Reporter
+
     slot = ScheduledRun(settings, catalog, store, build_sinks(settings.alerts, settings.report),
                         reporter=Reporter(settings, catalog, store))
 
     async def main() -> None:
         job = asyncio.ensure_future(slot.run(args.endpoint, resume_only=args.resume_only,
-                                             wait_s=args.lease_wait))
+                                             wait_s=wait_s))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):  # interrupt the run, store it, exit 0
             loop.add_signal_handler(sig, job.cancel)
         await job
 
     asyncio.run(main())
-    name = args.endpoint
+    return _report(args.report_fd, args.endpoint, slot.counts(args.endpoint))
+
+
+def _lease_free_within(store: Store, endpoint: str, wait_s: float) -> float | None:
+    """The wait left once nobody holds `endpoint`'s lease, None if it was still held
+    after `wait_s` (the run's own wait, monitor.measure.lease, takes it then)."""
+    deadline = time.monotonic() + wait_s
+    while store.lease_holder(endpoint_lease(endpoint)) is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        time.sleep(min(0.5, left))
+    return max(0.0, deadline - time.monotonic())
+
+
+def _report(fd: int, endpoint: str, counts: dict[str, object]) -> int:
+    """The counts to the parent's pipe."""
     try:
-        with os.fdopen(args.report_fd, "w", encoding="utf-8") as fh:
-            json.dump(slot.counts(name), fh)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(counts, fh)
     except BrokenPipeError:  # the daemon died (SIGKILL): the run is stored all the same
         log.info("endpoint %s: the daemon is gone; the run is stored, nothing to report to",
-                 name)
+                 endpoint)
     return 0
 
 

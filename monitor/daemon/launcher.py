@@ -40,11 +40,23 @@ from monitor.serve.metrics import MetricsState
 from monitor.store import Store
 from monitor.store import owner as owners
 
-__all__ = ["SKIP_LOG_S", "RunLauncher"]
+__all__ = ["SKIP_LOG_S", "SLOT_SKIPPED", "RunLauncher", "child_counts"]
 
 log = logging.getLogger(__name__)
 
 SKIP_LOG_S = 600.0
+
+#: A run process's line for a slot it skipped: another process held the endpoint (its
+#: run went on) past the wait (endpoint, seconds).
+SLOT_SKIPPED = "endpoint %s: slot skipped: another process's run of it was still going after %gs"
+
+
+def child_counts(*, failures: int = 0, delivery_failures: int = 0,
+                 flags: dict[str, int] | None = None, skipped: int = 0) -> dict[str, Any]:
+    """What a run process reports to this side when it ends (read by RunLauncher._apply):
+    failed runs, failed deliveries, the budget's flag, slots skipped."""
+    return {"failures": failures, "delivery_failures": delivery_failures,
+            "flags": flags or {}, "skipped": skipped}
 
 
 class RunLauncher:
@@ -78,7 +90,7 @@ class RunLauncher:
         self.failures: dict[str, int] = {}
         self.delivery_failures: dict[str, int] = {}
         self.skips: dict[str, int] = {}
-        self._skip_logged: dict[str, float] = {}
+        self._skip_logged: dict[tuple[str, str], float] = {}
 
     def count_failure(self, endpoint: str, why: str | None, n: int = 1) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + n
@@ -91,8 +103,9 @@ class RunLauncher:
         self.skips[endpoint] = self.skips.get(endpoint, 0) + 1
         self.state.set_flag("runs_skipped", endpoint, self.skips[endpoint])
         now = time.monotonic()
-        if now - self._skip_logged.get(endpoint, -SKIP_LOG_S) >= SKIP_LOG_S:
-            self._skip_logged[endpoint] = now
+        # Logged once in a while for each reason: an overrun every slot is not a line a slot.
+        if now - self._skip_logged.get((endpoint, why), -SKIP_LOG_S) >= SKIP_LOG_S:
+            self._skip_logged[(endpoint, why)] = now
             log.info("endpoint %s: scheduled slot skipped (%s); %d skipped since start",
                      endpoint, why, self.skips[endpoint])
 

@@ -29,6 +29,7 @@ from monitor.alerts import Sink, deliver, note, owed, queue
 from monitor.catalog import Catalog
 from monitor.config import Endpoint, Settings, setup_for
 from monitor.context import Context
+from monitor.daemon.launcher import SLOT_SKIPPED, child_counts
 from monitor.daemon.recovery import triage
 from monitor.logs import LogLines
 from monitor.measure import ChatClient, RunOptions, run_endpoint
@@ -91,9 +92,9 @@ class ScheduledRun:
         """What the scheduler is told when the process ends (monitor.daemon.child)."""
         flags = ({"budget_exhausted": self.budget_exhausted[endpoint]}
                  if endpoint in self.budget_exhausted else {})
-        return {"failures": self.failures.get(endpoint, 0),
-                "delivery_failures": self.delivery_failures.get(endpoint, 0), "flags": flags,
-                "skipped": self.skipped.get(endpoint, 0)}
+        return child_counts(failures=self.failures.get(endpoint, 0),
+                            delivery_failures=self.delivery_failures.get(endpoint, 0),
+                            flags=flags, skipped=self.skipped.get(endpoint, 0))
 
     def count_failure(self, endpoint: str, why: str) -> None:
         self.failures[endpoint] = self.failures.get(endpoint, 0) + 1
@@ -111,8 +112,7 @@ class ScheduledRun:
                     if resume_only:  # several replicas saw the run unattended: one took it
                         log.info("endpoint %s: another replica took its run over", name)
                         return
-                    log.info("endpoint %s: slot skipped: another process's run of it was "
-                             "still going after %gs", name, wait_s)
+                    log.info(SLOT_SKIPPED, name, wait_s)
                     self.skipped[name] = self.skipped.get(name, 0) + 1
                     return
                 ran = await self._slot(name, resume_only)
