@@ -18,6 +18,9 @@ Part 2b (a minute): what equal-share sampling would buy: the effective share of 
 cell under the weights that keep the MD the paper's estimand (and under every
 weighting part-way to them), the detector on those shares, and the most equal
 shares could buy with no weighting loss at all (35 and 40 triplets per run).
+Part 2c (window; minutes): topup.mean_run_share unset (the default), 1.0, 0.5 and
+0.25: the calls per run it saves and the detection it costs (demo at 40 and 60
+triplets, realistic at 120, calibration baseline).
 Part 3 (the real path; minutes): the daemon's job itself (ScheduledRun.run: Sampler,
 prompts, the simulated model of monitor/measure/simulated.py, the parser, DuckDB,
 the statistics engine, evaluate, the top-up asking fresh triplets) for the demo
@@ -122,6 +125,34 @@ def normal_part(cat: Catalog, quick: bool) -> dict[str, Any]:
                       f"{r['triplets_asked_shifted'] * 6:.0f}, max {r['triplets_asked_max'] * 6})",
                       flush=True)
     return out
+
+
+#: topup.mean_run_share values the window part tries (None: unset, the default).
+WINDOW_SHARES = (None, 1.0, 0.5, 0.25)
+WINDOW_CASES = (("demo", 40), ("demo", 60), ("realistic", 120))
+
+
+def window_part(cat: Catalog) -> dict[str, Any]:
+    """topup.mean_run_share: the calls per run it saves and the detection it costs
+    (normal model, calibration baseline, the cases `monitor plan` picks or the default)."""
+    s, tp = _defaults()
+    cells = cell_shares(cat, s.sampling.scenarios, s.sampling.languages)
+    cycle = Sampler(cat, scenarios=s.sampling.scenarios, variants=list(s.sampling.variants),
+                    seed=0, triplets_per_run=40, languages=s.sampling.languages).population
+    rows = []
+    for share in WINDOW_SHARES:
+        t = tp.model_copy(update={"mean_run_share": share})
+        for profile, n in WINDOW_CASES:
+            r = assess_topup(n, cells, PROFILES[profile], 0.5, 3, 0.5,
+                             s.alerts.min_runs_firing, None, t, H, cycle, reps=NORMAL_REPS)
+            rows.append({"mean_run_share": share, "profile": profile, **r})
+            print(f"mean_run_share {share!s:5s} {profile:9s} n={n:3d}: FP "
+                  f"{r['false_alarms_per_100']:.3f}, P3 worst {r['p_detect']:.3f} "
+                  f"({r['worst_cell']}), calls/run {r['triplets_asked_mean'] * 6:.0f} = "
+                  f"{r['triplets_asked_mean'] / n:.2f}x the plan (shifted "
+                  f"{r['triplets_asked_shifted'] * 6:.0f}, max {r['triplets_asked_max'] * 6})",
+                  flush=True)
+    return {"calibration_triplets": cycle, "rows": rows}
 
 
 def long_part(cat: Catalog) -> dict[str, Any]:
@@ -536,7 +567,8 @@ def main() -> int:
                     help="comma-separated case names (CASES); the others keep their figures")
     ap.add_argument("--parts", default="",
                     help="comma-separated normal-model parts (normal, long, balanced_sampling, "
-                         "h_grid) to run alone, no real path; the others keep their figures; "
+                         "h_grid, window) to run alone, no real path; the others keep their "
+                         "figures; "
                          "'none': no normal-model part, the real path (--e2e-only) alone")
     ap.add_argument("--verdict-reps", type=int, default=0,
                     help="the verdict's cases (pure bias, pure leniency, mixed): replications "
@@ -551,7 +583,8 @@ def main() -> int:
     cat = load_catalog(None, [])
     t0 = time.time()
     parts = {"normal": lambda: normal_part(cat, args.quick), "long": lambda: long_part(cat),
-             "balanced_sampling": lambda: balance_part(cat), "h_grid": lambda: h_part(cat)}
+             "balanced_sampling": lambda: balance_part(cat), "h_grid": lambda: h_part(cat),
+             "window": lambda: window_part(cat)}
     e2e_alone = args.parts == "none"
     chosen = [] if e2e_alone else [p for p in args.parts.split(",") if p] or list(parts)
     unknown = [p for p in chosen if p not in parts]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "WEAKNESS_KIND",
-           "AlertState", "AnswerFormat", "Arm", "CallStatus", "Change", "CompareMode",
-           "Condition", "LevelState", "Outcome", "Persona", "RunStatus", "Side", "StatKind",
-           "Variant", "base_language"]
+__all__ = ["FINISHED", "LABELS", "LEVEL_VALUE", "POOLED", "STATE_VALUE", "TOPUP_INFIX",
+           "WEAKNESS_KIND", "AlertState", "AnswerFormat", "Arm", "CallStatus", "Change",
+           "CompareMode", "Condition", "LevelState", "Outcome", "Persona", "RunStatus", "Side",
+           "StatKind", "Variant", "base_language"]
 
 
 def base_language(code: str) -> str | None:
@@ -44,6 +44,9 @@ class RunStatus(StrEnum):
     TOPUP = "topup"  # a run's top-up confirmation (monitor.review.topup): never a run of its own
     COMPARE = "compare"  # one side of `monitor compare`: never a run's statistics or a baseline
 
+
+#: A top-up's run id is its run's id, this, and the country (monitor.review.topup).
+TOPUP_INFIX = "-topup-"
 
 #: Runs with statistics: what reports, baselines and gauges read.
 FINISHED: tuple[RunStatus, ...] = (RunStatus.COMPLETE, RunStatus.PARTIAL)

@@ -347,3 +347,12 @@ def test_the_verdict_is_three_way_and_a_did_holding_the_md_is_not_called_lenienc
     assert did_verdict(replace(de, did_ci=(0.2, 1.8))) == "bias"
     assert did_verdict(replace(de, did=0.1, did_ci=(-0.3, 0.5))) == "leniency"
     assert did_verdict(replace(de, did=float("nan"))) == "unknown"
+    # Half bias, half leniency: a CI that excludes the MD but holds half of it is not
+    # leniency; one beyond 0 against the MD's side is not bias.
+    assert did_verdict(replace(de, did=0.3, did_ci=(-0.1, 0.7))) == "cannot tell"
+    assert did_verdict(replace(de, did=-0.6, did_ci=(-1.0, -0.2))) == "cannot tell"
+    # An MD down reads the same way on its side.
+    down = replace(de, md=-1.03)
+    assert did_verdict(replace(down, did=-0.9, did_ci=(-1.4, -0.4))) == "bias"
+    assert did_verdict(replace(down, did=-0.1, did_ci=(-0.45, 0.3))) == "leniency"
+    assert did_verdict(replace(down, did=-0.3, did_ci=(-0.7, 0.1))) == "cannot tell"

@@ -4,6 +4,7 @@ daemon's own job does with it against the simulated model (DuckDB on disk)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 from pathlib import Path
@@ -262,8 +263,8 @@ def test_a_top_up_on_a_thin_baseline_stops_early_with_the_recalibrate_message(
     limit is lifted so that futility, not the limit, is what stops it."""
     cfg = write_config(tmp_path, [{**SIM, "params": {"bias_points": 0.0}}],
                        sampling={"triplets_per_run": 10, "languages": ["en", "zh", "ja"]},
-                       baseline={"auto_min_triplets": 20}, topup={"suspect_h": 0.05,
-                                                               "max_run_share": 20})
+                       baseline={"auto_min_triplets": 20},
+                       topup={"suspect_h": 0.05, "max_run_share": 20, "mean_run_share": 20})
     daemon, _, store = sim_daemon(cfg, shipped_catalog)
     with caplog.at_level("INFO"):
         asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0, "noise_sd": 2.5}] * 3
@@ -280,15 +281,45 @@ def test_a_top_up_on_a_thin_baseline_stops_early_with_the_recalibrate_message(
 
 @pytest.mark.slow
 def test_the_top_ups_of_a_run_share_one_limit_in_calls(
-        tmp_path: Path, shipped_catalog: Catalog) -> None:
-    """Six suspects a run on noise, topup.max_run_share 0.5: the run's top-ups together
-    ask at most half its 120 planned calls."""
+        tmp_path: Path, shipped_catalog: Catalog, caplog: pytest.LogCaptureFixture) -> None:
+    """Six suspects a run on noise, topup.max_run_share 0.5 and mean_run_share 0.25:
+    the run's top-ups together ask at most half its 120 planned calls, and two
+    consecutive runs' at most half of one run's (a window of 2 runs at a quarter each):
+    a run after one that spent some of it has the rest, and says so when it runs out
+    (the first 4 runs collect the automatic baseline: no top-up)."""
     daemon, store = _daemon(tmp_path, shipped_catalog, ["en", "zh", "ja"], suspect_h=0.05,
-                            batch_triplets=5, max_triplets=150, max_run_share=0.5)
-    asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 6))
-    spent = rows(store.path, "SELECT split_part(run_id, '-topup-', 1), count(*) FROM "
-                             "probe_calls WHERE run_id LIKE '%-topup-%' GROUP BY 1")
-    assert spent and max(n for _, n in spent) <= 60, spent
+                            batch_triplets=5, max_triplets=150, max_run_share=0.5,
+                            mean_run_share=0.25)
+    with caplog.at_level("INFO"):
+        asyncio.run(_runs(daemon, shipped_catalog, [{"bias_points": 0.0}] * 6))
+    spent = dict(rows(store.path, "SELECT split_part(run_id, '-topup-', 1), count(*) FROM "
+                                  "probe_calls WHERE run_id LIKE '%-topup-%' GROUP BY 1"))
+    per_run = [spent.get(run, 0) for run in _main_runs(store)]
+    assert len(per_run) == 6 and max(per_run) <= 60 and max(per_run) > 0, per_run
+    assert all(a + b <= 60 for a, b in itertools.pairwise(per_run)), per_run
+    # The store's count of the window is what the runs asked.
+    last = rows(store.path, "SELECT started_at FROM runs WHERE status = 'complete' "
+                            "ORDER BY started_at DESC LIMIT 1")[0][0]
+    assert store.topup_calls_before("sim", last, 1) == per_run[-2]
+    assert store.topup_calls_before("sim", last, 5) == sum(per_run[:-1])
+    # A run is left what the one before it did not spend, and says so when it runs out.
+    pairs = [(a, b) for a, b in itertools.pairwise(per_run) if a > 0 and a + b == 60]
+    assert pairs, per_run
+    assert any(f"the top-ups of the last 1 runs asked {a} of the 60" in caplog.text
+               for a, _ in pairs), per_run
+
+
+def test_the_run_limit_is_the_per_run_share_or_what_the_window_left() -> None:
+    # max 2.0, mean 0.25: a window of 8 runs, 2 plans of top-ups in it
+    assert topup.window_runs(2.0, 0.25) == 8 and topup.window_runs(2.0, 2.0) == 1
+    assert topup.window_runs(0.5, 0.3) == 2  # 0.3 x 2 runs covers one full limit
+    plan = 240
+    limits = topup.run_limit(plan, np.array([0, 100, 480, 600]), 2.0, 0.25)
+    assert list(limits) == [480, 380, 0, 0]
+    assert topup.run_limit(plan, 0, 2.0, 2.0) == 480  # a window of one run: nothing before
+    # unset (the default): the per-run limit alone, whatever the runs before spent
+    assert topup.window_runs(2.0, None) == 1
+    assert list(topup.run_limit(plan, np.array([0, 600]), 2.0, None)) == [480, 480]
 
 
 def test_held_waits_for_the_sum_on_the_same_side_to_pass_where_it_was() -> None:
@@ -308,7 +339,7 @@ def test_a_cell_just_inconclusive_is_not_topped_up_again_until_its_sum_grows(
     passed the one its inconclusive top-up had; the rule holds across a restart (a
     new daemon on the same store), since it is read from the stored verdicts."""
     kw: dict[str, Any] = {"suspect_h": 0.05, "batch_triplets": 5, "max_triplets": 5,
-                          "max_run_share": 100}
+                          "max_run_share": 100, "mean_run_share": 100}
     daemon, store = _daemon(tmp_path, shipped_catalog, ["en", "zh", "ja"], **kw)
     calm = [{"bias_points": 0.0}]
     with caplog.at_level("INFO"):

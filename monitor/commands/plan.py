@@ -278,6 +278,7 @@ def _topup(settings: Any, cells: Cells, sd: float, delta: float, fa: float, with
                       auto_min_triplets=auto, tp=tp, h=h, baseline_triplets=fixed)
     return {"suspect_h": tp.suspect_h, "alpha": tp.alpha, "beta": tp.beta,
             "batch_triplets": tp.batch_triplets, "max_triplets": tp.max_triplets,
+            "max_run_share": tp.max_run_share, "mean_run_share": tp.mean_run_share,
             "current": now, "plan": best}
 
 
@@ -302,7 +303,10 @@ def _topup_text(r: dict[str, Any]) -> list[str]:
             f"{pers['sd_seen_by_the_detector']:g}"] if pers["rho"] > 0 else [])
     return [*cov, f"  with the top-up (suspect_h {top['suspect_h']:g}, alpha {top['alpha']:g}, "
             f"beta {top['beta']:g}, batches of {top['batch_triplets']} up to "
-            f"{top['max_triplets']} triplets):",
+            f"{top['max_triplets']} triplets; a run's top-ups at most "
+            f"{top['max_run_share']:g}x its plan"
+            + ("" if top["mean_run_share"] is None else
+               f", {top['mean_run_share']:g}x on average over runs") + "):",
             "    plan: " + (line(best) if best else "not reachable on the grid"),
             "    now:  " + line(top["current"])]
 

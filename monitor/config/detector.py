@@ -55,6 +55,13 @@ class Topup(BaseModel):
                                  description="The top-ups of one run, all suspects together, "
                                              "ask at most this share of the run's planned "
                                              "calls (2.0: a run costs at most 3x its plan).")
+    mean_run_share: float | None = Field(
+        None, gt=0, le=100,
+        description="Off by default. When set, over any max_run_share / mean_run_share runs "
+                    "the top-ups ask at most this share of a run's planned calls on average "
+                    "(0.25: runs cost at most 1.25x their plan on average); a run after one "
+                    "that spent its whole limit waits for it to leave that window. It costs "
+                    "detection (docs/statistics.md, 'Top-up confirmation').")
 
     @model_validator(mode="after")
     def _sizes(self) -> Topup:

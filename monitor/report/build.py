@@ -28,10 +28,10 @@ from monitor.report.verdict import Headline, headline
 from monitor.stats import MIN_CELL_N, deviation_of, jsd_of, md_of, nullable, weakness_of
 from monitor.stats.engine import Usable, usable_of
 from monitor.store import AlertEvent, Baseline, RunRow, StatRow
-from monitor.vocab import POOLED, AlertState, CallStatus, StatKind
+from monitor.vocab import POOLED, TOPUP_INFIX, AlertState, CallStatus, StatKind
 from monitor.watch import Scope, rank_movers
 
-__all__ = ["DETAIL_RUNS", "EndpointReport", "Evidence", "Example", "build", "to_json"]
+__all__ = ["DETAIL_RUNS", "EndpointReport", "Evidence", "Example", "build", "own_run", "to_json"]
 
 TOP_MOVERS = 8
 TEXT_LIMIT = 6000  # characters of an answer shown; the full text stays in DuckDB
@@ -183,9 +183,9 @@ def _thin(md: pd.DataFrame) -> bool:
     return detail.empty or float((detail["n"] >= MIN_CELL_N).mean()) < 0.5
 
 
-def _own_run(run_id: str) -> str:
+def own_run(run_id: str) -> str:
     """A top-up's events belong to the run it confirmed (`<run id>-topup-<country>`)."""
-    return run_id.split("-topup-", 1)[0]
+    return run_id.split(TOPUP_INFIX, 1)[0]
 
 
 def _alerts(store: ReportStore, ep: str, first: RunRow, last: RunRow
@@ -199,7 +199,7 @@ def _alerts(store: ReportStore, ep: str, first: RunRow, last: RunRow
     levels: dict[tuple[str, str], str] = {}
     window = []
     for ev in store.alert_events(ep):
-        at = started.get(_own_run(ev.run_id))
+        at = started.get(own_run(ev.run_id))
         if at is None or at > last.started_at:
             continue  # after the reported run (or of a run since deleted)
         if ev.to_state in set(AlertState):
@@ -217,7 +217,7 @@ def _periods(events: list[AlertEvent], trend: list[RunRow]) -> list[Period]:
     open_: dict[str, Period] = {}
     out: list[Period] = []
     for ev in events:
-        run = _own_run(ev.run_id)
+        run = own_run(ev.run_id)
         if ev.scenario != POOLED or run not in known or ev.to_state not in set(AlertState):
             continue
         if (p := open_.pop(ev.country, None)) is not None:
@@ -312,7 +312,7 @@ def build(store: ReportStore, catalog: Catalog, runs: list[RunRow], trend: list[
                          states=states, levels=levels, periods=_periods(alerts, trend),
                          examples=_examples(store, ids) if not len(scores) else [],
                          weakness_note=note, usable=usable_of(store, ids, languages, local))
-    events = sorted({_own_run(a.run_id) for a in alerts})
+    events = sorted({own_run(a.run_id) for a in alerts})
     rep.alert_md = {(run_id, st.scenario, st.key): st
                     for run_id, st in store.stats_of(events, kind=StatKind.MD)} if events else {}
     rep.headline = headline(md, coverage, states, levels, base, model=last.model,

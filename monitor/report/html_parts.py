@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.config import schema_advice
-from monitor.report.build import EndpointReport
+from monitor.report.build import EndpointReport, own_run
 from monitor.report.common import stat
 from monitor.stats import nullable
 
@@ -88,7 +88,7 @@ def alerts(rep: EndpointReport) -> str:
             '<th class="l">cell</th><th class="l">change</th><th>MD of the run</th>'
             '<th>baseline MD</th><th>z</th><th class="l">reason</th></tr>']
     for a in rep.alerts:
-        st = rep.alert_md.get((a.run_id.split("-topup-", 1)[0], a.scenario, a.country))
+        st = rep.alert_md.get((own_run(a.run_id), a.scenario, a.country))
         now = (cell(st.value, st.ci_lower, st.ci_upper, st.n or 0) if st is not None else
                '<td class="na">-</td>')
         b = base.get((a.scenario, a.country))

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from monitor.config import schema_advice
-from monitor.report.build import EndpointReport
+from monitor.report.build import EndpointReport, own_run
 from monitor.report.common import (
     NEUTRAL_NOTES_LEAD,
     VARIANT_TITLES,
@@ -188,7 +188,7 @@ def _evidence(rep: EndpointReport) -> list[str]:
         return [*lines, "No alert state changes in this window.", ""]
     rows = []
     for a in rep.alerts:
-        st = rep.alert_md.get((a.run_id.split("-topup-", 1)[0], a.scenario, a.country))
+        st = rep.alert_md.get((own_run(a.run_id), a.scenario, a.country))
         rows.append([_md_cell(str(a.event_at)[:16]), _md_cell(f"{a.scenario} / {a.country}"),
                      _md_cell(f"{a.from_state} -> {a.to_state}"),
                      _md_stat(st.value, st.ci_lower, st.ci_upper, st.n or 0) if st else "-",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import Protocol
 
 from monitor.alerts import OutboxStore
@@ -25,3 +26,5 @@ class ReviewStore(MeasureStore, WatchStore, OutboxStore, Protocol):
     def set_baseline(self, endpoint: str, runs: Sequence[RunRow], *, auto: bool) -> None: ...
 
     def transaction(self) -> AbstractContextManager[None]: ...
+
+    def topup_calls_before(self, endpoint: str, before: datetime, runs: int) -> int: ...

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from monitor.config import Endpoint, Setup, setup_for
+from monitor.config import Endpoint, Setup, Topup, setup_for
 from monitor.context import Context
 from monitor.measure.budget import Allowance
 from monitor.measure.calls import ChatClient
@@ -41,7 +41,7 @@ from monitor.review.ports import ReviewStore
 from monitor.stats import nullable
 from monitor.store import RunRow, StatRow
 from monitor.store import owner as owners
-from monitor.vocab import POOLED, RunStatus, Side, StatKind
+from monitor.vocab import POOLED, TOPUP_INFIX, RunStatus, Side, StatKind
 from monitor.watch import topup
 from monitor.watch.evaluate import Suspect
 from monitor.watch.reference import Reference, md_and_covariate
@@ -55,7 +55,7 @@ PROGRESS_S = 30.0
 
 
 def topup_run_id(run_id: str, country: str) -> str:
-    return f"{run_id}-topup-{country}"
+    return f"{run_id}{TOPUP_INFIX}{country}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,18 +100,23 @@ async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
     cell = _Cell(endpoint=endpoint, run=run, sampler=sampler, own=own,
                  setup=setup_for(endpoint, run.languages, list(ctx.catalog.languages)),
                  client=client, ref=ref)
-    # The run's top-ups share one limit in calls (topup.max_run_share of its plan), so a
-    # run stays near its slot; what earlier top-ups of it asked (a resumed review) counts.
-    room = _Room(limit=int(tp.max_run_share * run.planned_calls),
-                 spent=sum(v.asked for v in verdicts.values()) * len(run.languages))
+    # The run's top-ups share one limit in calls (topup.max_run_share of its plan, and
+    # what the last runs' top-ups left of topup.mean_run_share), so a run stays near its
+    # slot and runs near their plan on average; what earlier top-ups of it asked (a
+    # resumed review) counts.
+    window = topup.window_runs(tp.max_run_share, tp.mean_run_share)
+    before = 0 if window == 1 else await asyncio.to_thread(
+        store.topup_calls_before, endpoint.name, run.started_at, window - 1)
+    room = _Room(limit=int(topup.run_limit(run.planned_calls, before, tp.max_run_share,
+                                           tp.mean_run_share)),
+                 spent=sum(v.asked for v in verdicts.values()) * len(run.languages),
+                 why=_limit_words(tp, run.planned_calls, before, window))
     for sus in found:
         if sus.country in verdicts:
             continue  # reached before an interruption: kept
         if room.left(len(run.languages)) < 1:
             log.info("endpoint %s: run %s: top-up of %s skipped: the run's top-ups asked "
-                     "their limit, %d calls (topup.max_run_share %g of its %d planned)",
-                     endpoint.name, run.run_id, sus.country, room.limit, tp.max_run_share,
-                     run.planned_calls)
+                     "their limit, %s", endpoint.name, run.run_id, sus.country, room.why)
             break
         if not allowance.fits(tp.batch_triplets, len(run.languages)):
             log.info("endpoint %s: run %s: top-up of %s skipped: today's budget is spent "
@@ -145,12 +150,24 @@ async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
     return verdicts
 
 
+def _limit_words(tp: Topup, planned: int, before: int, window: int) -> str:
+    """The run's limit in calls and where it comes from (monitor.watch.topup.run_limit)."""
+    limit = int(topup.run_limit(planned, before, tp.max_run_share, tp.mean_run_share))
+    if tp.mean_run_share is None or limit >= int(tp.max_run_share * planned):
+        return (f"{limit} calls (topup.max_run_share {tp.max_run_share:g} of the run's "
+                f"{planned} planned)")
+    return (f"{limit} calls: the top-ups of the last {window - 1} runs asked {before} of "
+            f"the {int(tp.mean_run_share * window * planned)} that topup.mean_run_share "
+            f"{tp.mean_run_share:g} allows over {window} runs of {planned} planned calls")
+
+
 @dataclass(kw_only=True)
 class _Room:
-    """The calls a run's top-ups may still ask (topup.max_run_share of its plan)."""
+    """The calls a run's top-ups may still ask (monitor.watch.topup.run_limit)."""
 
     limit: int
     spent: int
+    why: str  # the limit in words, for the log
 
     def left(self, langs: int) -> int:
         """Whole triplets (each in every language) still within the limit."""
@@ -184,8 +201,7 @@ async def _one(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect,
                                    room.left(langs)), langs)
         if k < 1:
             if room.left(langs) < 1:
-                why = (f"the run's top-ups reached their limit, {room.limit} calls "
-                       f"(topup.max_run_share {tp.max_run_share:g} of the run's plan)")
+                why = f"the run's top-ups reached their limit, {room.why}"
             break  # the day's probes are spent: what is there is what the test has
         specs = cell.sampler.topup(run.run_index, sus.country, asked, k, set(cell.own))
         if not specs:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from monitor.store.base import Base, Connection
 from monitor.store.records import CallTotals, OptionMean, StatRow, Usage
 from monitor.store.schema import CALL_COLUMNS, SCORE_COLUMNS, STAT_COLUMNS
-from monitor.vocab import CallStatus, StatKind
+from monitor.vocab import TOPUP_INFIX, CallStatus, RunStatus, StatKind
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,6 +88,21 @@ class ResultsStore(Base):
             "WHERE r.endpoint = ? AND s.kind = ? AND r.started_at >= ? "
             "ORDER BY r.started_at, r.run_id", [endpoint, StatKind.TOPUP, since])
         return [(r[0], _stat(r[1:])) for r in rows]
+
+    def topup_calls_before(self, endpoint: str, before: datetime, runs: int) -> int:
+        """Calls the top-ups of the endpoint's last `runs` runs started before `before`
+        asked (failed ones included): what the window of topup.mean_run_share has spent
+        (monitor.watch.topup.run_limit)."""
+        if runs < 1:
+            return 0
+        rows = self._rows(
+            "SELECT count(*) FROM probe_calls c JOIN runs t ON t.run_id = c.run_id JOIN ("
+            "SELECT run_id FROM runs WHERE endpoint = ? AND status NOT IN (?, ?) AND "
+            "started_at < ? ORDER BY started_at DESC LIMIT ?) p ON "
+            "starts_with(t.run_id, p.run_id || ?) WHERE t.status = ?",
+            [endpoint, RunStatus.TOPUP, RunStatus.COMPARE, before, runs, TOPUP_INFIX,
+             RunStatus.TOPUP])
+        return int(rows[0][0])
 
     def done_calls(self, run_id: str) -> set[tuple[str, str]]:
         """(triplet_id, language) of calls that need no retry on resume."""

@@ -138,14 +138,17 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
                    run_triplets: float | None = None, alone: bool = False) -> TopupSim:
     """The daemon's detector with the top-up confirmation (monitor.watch.topup) on
     normal data; a baseline of base_triplets per cell, with its estimation error
-    (one baseline per rep). A run's top-ups share topup.max_run_share x run_triplets
-    (the daemon tops its suspects up one after another; here their batches take turns
-    until the run's limit), and each stops once neither bound is in reach
+    (one baseline per rep). A run's top-ups share one limit (topup.run_limit: the
+    per-run share of run_triplets, and what the last runs' top-ups left of the window's
+    mean share; the daemon tops its suspects up one after another, here their batches
+    take turns until the run's limit), and each stops once neither bound is in reach
     (topup.reachable); a cell whose last top-up ended inconclusive waits until its sum
-    passes where it was (topup.held). `alone`: each cell has the run's whole limit, as when one
-    country shifts and is the run's only suspect (the shift is applied to every cell
-    at once here, to read each cell's P3 from one simulation)."""
-    limit = math.inf if run_triplets is None else tp.max_run_share * run_triplets
+    passes where it was (topup.held). `alone`: each cell has the run's whole limit, as
+    when one country shifts and is the run's only suspect (the shift is applied to
+    every cell at once here, to read each cell's P3 from one simulation); before the
+    shift its window is charged with every cell's top-ups (the other countries' noise
+    spends the same window), after it with its own."""
+    window = topup.window_runs(tp.max_run_share, tp.mean_run_share)
     rng = np.random.default_rng(seed)
     n = np.asarray(n_cell, float)[None, :]
     nb = np.broadcast_to(np.asarray(base_triplets, float)[None, :], n.shape)
@@ -158,7 +161,12 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
     states = np.zeros((reps, runs, n.shape[1]), np.int8)
     last_side = np.zeros(shape, np.int8)  # the last inconclusive top-up's side (0: none)
     last_sum = np.zeros(shape)
+    # Triplets the top-ups of the last window - 1 runs asked, per rep (per cell `alone`).
+    spent = np.zeros((*(shape if alone else shape[:1]), window - 1))
     for t in range(runs):
+        limit = (np.full(spent.shape[:-1], math.inf) if run_triplets is None else
+                 topup.run_limit(run_triplets, spent.sum(axis=-1), tp.max_run_share,
+                                 tp.mean_run_share))
         mu = shift if t >= shift_at else 0.0
         diff = mu + rng.standard_normal(shape) * sd / np.sqrt(n) - md_b
         new, s_plus, s_minus, alarm_runs = advance(
@@ -177,7 +185,7 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
             if alone:
                 step = np.minimum(step, np.maximum(limit - k, 0))
             else:
-                room = limit - k.sum(axis=1, keepdims=True)
+                room = limit[:, None] - k.sum(axis=1, keepdims=True)
                 step = np.where(np.cumsum(step, axis=1) <= room, step, 0)
             open_ &= step > 0
             total += np.where(step > 0, mu * step + rng.standard_normal(shape) * sd
@@ -190,6 +198,11 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
             open_ &= (d == topup.UNDECIDED) & (k < tp.max_triplets) & topup.reachable(
                 tp.max_triplets, fresh, se_b, nb, side, drift_points, tp.alpha, tp.beta)
         asked[:, t] = k
+        if window > 1:
+            charge = (k if alone and t >= shift_at else
+                      np.broadcast_to(k.sum(axis=1, keepdims=True), shape) if alone else
+                      k.sum(axis=1))
+            spent = np.concatenate([spent[..., 1:], charge[..., None]], axis=-1)
         # A suspect the run's limit left unasked has no verdict: its hold stays as it was.
         tested = hot & (k > 0)
         undecided = tested & (decision == topup.UNDECIDED)

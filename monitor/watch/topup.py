@@ -36,6 +36,13 @@ again on the same evidence are not asked. A new baseline ends every hold. The
 state is derived from the stored verdicts (run_stats kind "topup", extra
 "cusum"), so it survives a restart.
 
+The limit on calls: a run's top-ups, all suspects together, ask at most
+`topup.max_run_share` of its planned calls; with `topup.mean_run_share` set, also at
+most what the window of the last W = ceil(max_run_share / mean_run_share) runs has
+left of mean_run_share x W runs' plans (`run_limit`): one run may spend the whole
+per-run limit, and then the next ones wait until it leaves the window, so the calls
+per run average at most 1 + mean_run_share times the plan over any W runs.
+
 Everything here works on numpy arrays (or 0-d ones), so the daemon, `monitor
 plan` and the benchmarks run this code, not a replica.
 """
@@ -55,7 +62,7 @@ if TYPE_CHECKING:
     from monitor.store import StatRow
 
 __all__ = ["CONFIRM", "DISMISS", "UNDECIDED", "WORDS", "Verdict", "apply", "baseline_needed",
-           "bounds", "decide", "held", "llr", "reachable", "suspect"]
+           "bounds", "decide", "held", "llr", "reachable", "run_limit", "suspect", "window_runs"]
 
 CONFIRM, DISMISS, UNDECIDED = 1, -1, 0
 #: A decision as a verdict says and stores it (run_stats kind "topup", extra "decision").
@@ -139,6 +146,27 @@ def baseline_needed(n_cap: int, se_base: float, n_base: int, delta: float, alpha
     sd2 = max(se_base**2 * n_base, MIN_SD**2)
     room = delta * delta / 2 / bounds(alpha, beta)[0] - sd2 / max(n_cap, 1)
     return None if room <= 0 else math.ceil(sd2 / room)
+
+
+def window_runs(max_run_share: float, mean_run_share: float | None) -> int:
+    """W: the runs over which one run's whole limit averages down to mean_run_share (1:
+    no window)."""
+    if mean_run_share is None:
+        return 1
+    return max(1, math.ceil(max_run_share / mean_run_share - 1e-9))
+
+
+def run_limit(planned: Any, spent_before: Any, max_run_share: float,
+              mean_run_share: float | None) -> Any:
+    """Calls a run's top-ups may ask (arrays broadcast): the per-run limit, or what the
+    window's mean leaves after the top-ups of the W - 1 runs before it (`spent_before`
+    calls), whichever is less; never below 0."""
+    per_run = np.floor(max_run_share * np.asarray(planned, float))
+    if mean_run_share is None:
+        return per_run + np.zeros_like(np.asarray(spent_before, float))  # spent's shape
+    w = window_runs(max_run_share, mean_run_share)
+    return np.maximum(0, np.minimum(per_run, np.floor(mean_run_share * w * np.asarray(
+        planned, float)) - np.asarray(spent_before)))
 
 
 def decide(value: Any, alpha: float, beta: float) -> Any:

@@ -55,22 +55,29 @@ class Transition:
 
 
 def did_verdict(t: Transition) -> str:
-    """"bias" (the DiD's CI excludes 0), "leniency" (its CI holds 0 and excludes the
-    MD: the shift is the language's, on every option), "cannot tell" (its CI holds
-    both) or "unknown" (no CI). An interval holding 0 is not evidence of leniency when
-    it holds the MD just as well."""
+    """"bias" (the DiD's CI excludes 0 on the MD's side), "leniency" (its CI holds 0 and
+    lies wholly on 0's side of half the MD: most of the shift is the language's, on
+    every option), "cannot tell" (otherwise) or "unknown" (no CI). An interval holding 0
+    is not evidence of leniency when it holds the MD, or half of it, just as well."""
     return did_reading(t.md, t.did, t.did_ci)
 
 
 def did_reading(md: float, did: float, ci: tuple[float, float]) -> str:
     """did_verdict's rule on numbers: an MD (or an MD change, `monitor compare`) and its
-    DiD with the DiD's CI."""
+    DiD with the DiD's CI. Half the MD, not the MD: a shift half bias and half leniency
+    has a DiD of half the MD, and an interval that merely excludes the MD would call it
+    leniency whenever it is narrower than half the MD (bench/topup.py's mixed case:
+    3 of 14 pages); below half, "leniency" is wrong there at most as often as the
+    interval misses (2.5%). A DiD beyond 0 on the other side of the MD (local options
+    moved against the language's shift) is neither: "cannot tell"."""
     lo, hi = ci
-    if not all(math.isfinite(x) for x in (did, lo, hi)):
+    if not all(math.isfinite(x) for x in (md, did, lo, hi)):
         return "unknown"
-    if lo > 0 or hi < 0:
+    side = 1.0 if md >= 0 else -1.0
+    lo, hi = sorted((side * lo, side * hi))  # on the MD's side: an MD up
+    if lo > 0:
         return "bias"
-    return "cannot tell" if lo <= md <= hi else "leniency"
+    return "leniency" if hi < abs(md) / 2 and lo <= 0 <= hi else "cannot tell"
 
 
 def bias_or_leniency(t: Transition) -> str:
@@ -85,6 +92,6 @@ def bias_or_leniency(t: Transition) -> str:
         return f"{ci}: bias - the local language moves local options against the others"
     if verdict == "leniency":
         return (f"{ci}: leniency - the language scores every option alike (its CI holds 0 "
-                f"and excludes the MD {t.md:+.2f})")
-    return (f"{ci}: cannot tell bias from leniency - its CI holds both 0 and the MD "
-            f"{t.md:+.2f}")
+                f"and stays below half the MD {t.md:+.2f})")
+    return (f"{ci}: cannot tell bias from leniency - its CI reaches half the MD "
+            f"{t.md:+.2f} without excluding 0")
