@@ -42,6 +42,11 @@ _SMALL_WORDS = frozenset({"of", "de", "the", "und", "and", "do", "da", "di", "du
 _CASE_ENDING = re.compile(r"[а-яё]{0,3}(?![а-яё])")
 
 
+#: fold for the catalogue's names (a prompt's options in every language: ~50 a prompt,
+#: the same few thousand across runs), not for answers' text.
+_fold_name = lru_cache(maxsize=65536)(fold)
+
+
 @lru_cache(maxsize=65536)
 def _short_forms(name: str) -> tuple[str, ...]:
     """Short names a model uses for an option: "Harvard", "Tokyo", "清华", "서울대"."""
@@ -86,24 +91,24 @@ class Options:
     def __init__(self, names: dict[str, str],
                  aliases: Mapping[str, Sequence[str]] | None = None) -> None:
         self.labels = tuple(sorted(names))
-        self.by_fold = {fold(lab): lab for lab in self.labels}
+        self.by_fold = {_fold_name(lab): lab for lab in self.labels}
         for lab, letter in _ABJAD.items():  # Arabic answers write أ ب ج for A B C
             if lab in self.labels:
                 self.by_fold.setdefault(letter, lab)
-        pairs = [(f, lab) for lab, n in names.items() if (f := fold(n))]
+        pairs = [(f, lab) for lab, n in names.items() if (f := _fold_name(n))]
         # The option's names in the catalogue's other languages ("KAIST" in a Korean answer
         # about 한국과학기술원) and short forms of all of them.
         known = [*names.items(), *((lab, a) for lab, al in (aliases or {}).items() for a in al)]
         short: dict[str, set[str]] = {}
         for lab, original in known:
-            folded = fold(original)
+            folded = _fold_name(original)
             if folded and (folded, lab) not in pairs:
                 short.setdefault(folded, set()).add(lab)
             for s in _short_forms(folded):
                 short.setdefault(s, set()).add(lab)
             first = original.split()[0] if original.split() else ""
             if len(original.split()) > 1 and len(first) >= 2 and first.isupper():
-                short.setdefault(fold(first), set()).add(lab)  # "ETH Zürich" -> "eth"
+                short.setdefault(_fold_name(first), set()).add(lab)  # "ETH Zürich" -> "eth"
         full = {n for n, _ in pairs}
         # A short form counts only if it points at one option and is not another's name.
         extra = [(s, next(iter(labs))) for s, labs in short.items()
@@ -113,6 +118,12 @@ class Options:
         self.names = sorted(pairs, key=lambda p: -len(p[0]))
         self.all_names = sorted([*pairs, *extra], key=lambda p: -len(p[0]))
         self.name_label = dict(self.all_names)
+        # key_label's lookups, built once per prompt: a JSON answer's every key ("score",
+        # "strengths", ...) is looked up, most of them no option's name.
+        self._first_label: dict[str, str] = {}
+        for n, lab in self.all_names:  # the longest name's label first, as a scan finds it
+            self._first_label.setdefault(n, lab)
+        self._name_words = [(frozenset(n.split()), lab) for n, lab in self.all_names]
         self._label_alts = "|".join(
             re.escape(f) for f in sorted(self.by_fold, key=len, reverse=True) if f)
 
@@ -181,9 +192,9 @@ class Options:
 
     def key_label(self, key: str) -> str | None:
         k = fold(key).strip(" \"'*_:")
-        for name, lab in self.all_names:
-            if k == name:
-                return lab
+        named = self._first_label.get(k)
+        if named is not None:
+            return named
         m = self.label_re.match(k)
         if m:
             return self.by_fold[m.group(1)]
@@ -193,7 +204,7 @@ class Options:
         # A key of some words of one option's name ("Universidad Nacional", "Javeriana",
         # "جامعة الإمارات"): that option, when no other name holds them all.
         words = set(k.split())
-        holders = {lab for name, lab in self.all_names if words <= set(name.split())}
+        holders = {lab for held, lab in self._name_words if words <= held}
         return holders.pop() if len(holders) == 1 else None
 
     def opens(self, s: str) -> tuple[str, int] | None:
