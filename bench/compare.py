@@ -58,7 +58,8 @@ from monitor.measure.simulated import PROFILES, _unit
 from monitor.stats import t975
 from monitor.store import Store
 from monitor.vocab import Change
-from monitor.watch.plan import cell_shares, cell_sizes, simulate_topup
+from monitor.watch.plan import cell_shares, cell_sizes
+from monitor.watch.plan_topup import simulate_topup
 
 OUT = Path(__file__).resolve().parent / "results" / "compare.json"
 LANGS = ["en", "ja", "zh", "fr", "de", "ko"]

@@ -73,11 +73,10 @@ from monitor.measure.simulated import SimParams, answer
 from monitor.store import Store
 from monitor.watch.plan import (
     RUNS,
-    assess_topup,
     cell_shares,
     cell_sizes,
-    simulate_topup,
 )
+from monitor.watch.plan_topup import assess_topup, simulate_topup
 from monitor.watch.transition import did_reading
 
 OUT = Path(__file__).resolve().parent / "results" / "topup.json"

@@ -188,7 +188,7 @@ def test_the_sprt_top_up_of_a_certain_shift_confirms_at_alpha_rate() -> None:
     # level at 0 so every cell is topped up every run): with no shift it confirms at
     # most alpha of the time (Wald), with a shift of delta at about 1 - beta.
     from monitor.config import Topup
-    from monitor.watch.plan import simulate_topup
+    from monitor.watch.plan_topup import simulate_topup
     # suspect_h 0 is below what the config allows: built as the simulation takes it
     tp = Topup.model_construct(suspect_h=0.0, alpha=0.05, beta=0.1, batch_triplets=5,
                                max_triplets=2000)

@@ -39,11 +39,11 @@ from monitor.vocab import POOLED, RunStatus
 from monitor.watch.plan import (
     Cells,
     assess,
-    assess_topup,
     cell_shares,
     sd_from_md,
     usable_cells,
 )
+from monitor.watch.plan_topup import assess_topup
 from monitor.watch.reference import auto_h
 
 __all__ = ["DEFAULT_TRIPLETS_PER_CELL", "READ_RUNS", "calibrate_command", "calibration_size",

@@ -17,14 +17,13 @@ from monitor.watch.plan import (
     POWER,
     Cells,
     assess,
-    assess_topup,
     cell_shares,
     make_plan,
     one_shot_n,
-    plan_topup,
     sd_from_md,
     usable_cells,
 )
+from monitor.watch.plan_topup import assess_topup, plan_topup
 from monitor.watch.reference import auto_h
 
 __all__ = ["READ_RUNS", "Read", "cost_per_call", "plan_command", "read_shares", "stored_usage"]

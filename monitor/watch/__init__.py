@@ -11,6 +11,7 @@
     shape.py      the per-cycle JSD of each language against the baseline's
     history.py    a whole history recomputed, the drift states replayed
     plan.py       the run size and h that meet a detection target
+    plan_topup.py the same with the top-up, simulated as the daemon runs it
     ports.py      what watching reads from the store
 
 Watching reads and computes; what it changes is written by the run's review
