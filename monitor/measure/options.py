@@ -120,9 +120,9 @@ class Options:
         self.name_label = dict(self.all_names)
         # key_label's lookups, built once per prompt: a JSON answer's every key ("score",
         # "strengths", ...) is looked up, most of them no option's name.
-        self._first_label: dict[str, str] = {}
-        for n, lab in self.all_names:  # the longest name's label first, as a scan finds it
-            self._first_label.setdefault(n, lab)
+        # (reversed: where two options share a name, the first in all_names wins, as a
+        # scan of it finds it)
+        self._first_label = dict(reversed(self.all_names))
         self._name_words = [(frozenset(n.split()), lab) for n, lab in self.all_names]
         self._label_alts = "|".join(
             re.escape(f) for f in sorted(self.by_fold, key=len, reverse=True) if f)

@@ -107,10 +107,11 @@ async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
     window = topup.window_runs(tp.max_run_share, tp.mean_run_share)
     before = 0 if window == 1 else await asyncio.to_thread(
         store.topup_calls_before, endpoint.name, run.started_at, window - 1)
-    room = _Room(limit=int(topup.run_limit(run.planned_calls, before, tp.max_run_share,
-                                           tp.mean_run_share)),
+    limit = int(topup.run_limit(run.planned_calls, before, tp.max_run_share,
+                                tp.mean_run_share))
+    room = _Room(limit=limit,
                  spent=sum(v.asked for v in verdicts.values()) * len(run.languages),
-                 why=_limit_words(tp, run.planned_calls, before, window))
+                 why=_limit_words(tp, run.planned_calls, before, window, limit))
     for sus in found:
         if sus.country in verdicts:
             continue  # reached before an interruption: kept
@@ -150,9 +151,9 @@ async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
     return verdicts
 
 
-def _limit_words(tp: Topup, planned: int, before: int, window: int) -> str:
-    """The run's limit in calls and where it comes from (monitor.watch.topup.run_limit)."""
-    limit = int(topup.run_limit(planned, before, tp.max_run_share, tp.mean_run_share))
+def _limit_words(tp: Topup, planned: int, before: int, window: int, limit: int) -> str:
+    """The run's `limit` in calls and where it comes from (monitor.watch.topup.run_limit:
+    the top-ups of the window's W - 1 runs before asked `before`)."""
     if tp.mean_run_share is None or limit >= int(tp.max_run_share * planned):
         return (f"{limit} calls (topup.max_run_share {tp.max_run_share:g} of the run's "
                 f"{planned} planned)")

@@ -105,9 +105,12 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
                 tp.max_triplets, fresh, se_b, nb, side, drift_points, tp.alpha, tp.beta)
         asked[:, t] = k
         if window > 1:
-            charge = (k if alone and t >= shift_at else
-                      np.broadcast_to(k.sum(axis=1, keepdims=True), shape) if alone else
-                      k.sum(axis=1))
+            if not alone:
+                charge = k.sum(axis=1)
+            elif t < shift_at:  # every country's noise top-ups spend the shared window
+                charge = np.broadcast_to(k.sum(axis=1, keepdims=True), shape)
+            else:
+                charge = k
             spent = np.concatenate([spent[..., 1:], charge[..., None]], axis=-1)
         # A suspect the run's limit left unasked has no verdict: its hold stays as it was.
         tested = hot & (k > 0)

@@ -77,7 +77,7 @@ def did_reading(md: float, did: float, ci: tuple[float, float]) -> str:
     lo, hi = sorted((side * lo, side * hi))  # on the MD's side: an MD up
     if lo > 0:
         return "bias"
-    return "leniency" if hi < abs(md) / 2 and lo <= 0 <= hi else "cannot tell"
+    return "leniency" if 0 <= hi < abs(md) / 2 else "cannot tell"  # lo <= 0 here
 
 
 def bias_or_leniency(t: Transition) -> str:
