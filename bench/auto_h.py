@@ -3,8 +3,10 @@ baseline, and what the detector does at it, on data the sizing never saw.
 
     python bench/auto_h.py [--out PATH]
 
-For the demo and realistic profiles' sd of d, an automatic 20-run baseline and a
-calibration baseline of one rotation cycle, at 40 triplets per run:
+For the demo and realistic profiles' sd of d, and the lossy profile (realistic, 5-20%
+of each language's answers lost: the cells hold the usable triplets, issue 32) at 6 and
+at 14 languages, an automatic 20-run baseline and a calibration baseline of one rotation
+cycle, at 40 triplets per run:
 - the auto h (monitor.watch.reference.baseline_h: the planner's smallest h of its grid
   meeting thresholds.false_alarms_per_100 = 1 for the CUSUM alone, seed SEED);
 - the CUSUM alone at that h and at the default 7: false pages per 100 runs and
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from monitor.catalog import load_catalog
 from monitor.config import CUSUM_H, Settings, Topup
 from monitor.measure.sampling import Sampler
+from monitor.measure.simulated import PROFILES as SIM_PROFILES
 from monitor.watch.plan import (
     PRE,
     RUNS,
@@ -40,12 +43,17 @@ from monitor.watch.plan import (
     cell_shares,
     cell_sizes,
     simulate,
-    simulate_topup,
+    usable_cells,
 )
+from monitor.watch.plan_topup import simulate_topup
 from monitor.watch.reference import auto_h, baseline_h
 
 OUT = Path(__file__).resolve().parent / "results" / "auto_h.json"
-PROFILES = {"demo": 0.95, "realistic": 1.34}  # as bench/topup.py
+SIX = ["en", "ja", "zh", "fr", "de", "ko"]
+FOURTEEN = [*SIX, "es", "pt", "ar", "hi", "id", "it", "tr", "ru"]
+#: (profile, sd of d as bench/topup.py, languages); lossy is realistic losing answers.
+PROFILES = [("demo", 0.95, SIX), ("realistic", 1.34, SIX), ("lossy", 1.34, SIX),
+            ("lossy", 1.34, FOURTEEN)]
 REPS = 1600
 FRESH = SEED + 1000  # other seeds than the planner's, which chose h
 
@@ -85,19 +93,25 @@ def main() -> int:
     args = ap.parse_args()
     s = Settings(endpoints=[{"name": "x", "model": "simulated/demo"}])
     cat = load_catalog(s.catalog.path, s.catalog.extra_paths)
-    langs = s.sampling.languages
-    cells = cell_shares(cat, s.sampling.scenarios, langs)
     mrf, t, tp = s.alerts.min_runs_firing, s.thresholds, s.topup
-    cycle = Sampler(cat, scenarios=s.sampling.scenarios, variants=list(s.sampling.variants),
-                    seed=0, triplets_per_run=40, languages=langs).population
-    n = np.array(cell_sizes(40, cells))
     rows = []
-    for profile, sd in PROFILES.items():
+    for profile, sd, langs in PROFILES:
+        cells = cell_shares(cat, s.sampling.scenarios, langs)
+        if profile == "lossy":  # a country's cell holds what its language's answers read
+            lost = SIM_PROFILES["lossy"]
+            read = {c: 1 - lost["refusal_rate"][lang] - lost["garble_rate"][lang]
+                    for lang in langs for c in cat.languages.get(lang, ())}
+            cells = usable_cells(cells, read)
+        cycle = Sampler(cat, scenarios=s.sampling.scenarios,
+                        variants=list(s.sampling.variants), seed=0, triplets_per_run=40,
+                        languages=langs).population
+        n = np.array(cell_sizes(40, cells))
         for base_name, size in (("automatic", None), ("calibration", cycle)):
             d = baseline_h(cells, sd, 40, size, fa_target=t.false_alarms_per_100,
                            drift_points=0.5, min_runs_firing=mrf)
             base_runs = d.baseline_triplets / 40
-            row: dict[str, Any] = {"profile": profile, "sd": sd, "baseline": base_name,
+            row: dict[str, Any] = {"profile": profile, "sd": sd, "languages": len(langs),
+                                   "baseline": base_name,
                                    "baseline_triplets": d.baseline_triplets, "auto_h": d.h,
                                    "planner_false_alarms_per_100": d.false_alarms_per_100}
             # The daemon's own rule at these settings (top-up on: floored at 7).

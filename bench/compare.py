@@ -18,7 +18,7 @@ raised by 0.62 (MD +0.50 at six languages, measured), for every country. Also th
 unpaired differences (independent triplets per side) and the reported interval's
 coverage at the stop.
 Part drift (seconds): the unpaired drift path for the same decision: the daemon's
-detector with its top-up (monitor.watch.plan.simulate_topup, the daemon's code) on
+detector with its top-up (monitor.watch.plan_topup.simulate_topup, the daemon's code) on
 the candidate's runs of 40 triplets against a calibration baseline of production
 (one rotation cycle, 1,919 triplets), a 0.5-point shift in FR: the runs and calls
 until FR pages, and false pages over as many runs with no shift.

@@ -6,12 +6,15 @@
 - every vocabulary is spelled once (monitor.vocab): no string literal equal to one of
   its words stands where that word is meant - compared with a field or variable of the
   vocabulary's name (`x.status == "ok"`, `kind in ("md", ...)`), or passed as such a
-  keyword (`StatRow(kind="md")`) - nor inside SQL text as a quoted word.
+  keyword (`StatRow(kind="md")`) - nor inside SQL text as a quoted word;
+- every bench (bench/, run by hand) imports only names the product still has.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -143,3 +146,43 @@ def test_the_positional_rule_catches_what_it_should(code: str, caught: bool) -> 
 ])
 def test_the_vocabulary_rule_catches_what_it_should(code: str, caught: bool) -> None:
     assert bool(vocabulary_literals(ast.parse(code))) is caught
+
+
+def _product_imports(path: Path) -> list[tuple[str, str]]:
+    """(module, name) of each `from monitor... import name` in a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(node.module, alias.name) for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module
+            and node.module.split(".")[0] == "monitor" for alias in node.names]
+
+
+def _has(module: str, name: str) -> bool:
+    """The product has it: a name of the module, or a submodule of that name."""
+    if hasattr(importlib.import_module(module), name):
+        return True
+    try:
+        return importlib.util.find_spec(f"{module}.{name}") is not None
+    except ModuleNotFoundError:  # the module is not a package
+        return False
+
+
+def test_every_bench_imports_what_the_product_has() -> None:
+    """A bench is run by hand, not by the suite: a name it imports that moved (as
+    simulate_topup did to monitor.watch.plan_topup) would break it unseen."""
+    missing = [f"{path.name}: {module}.{name}"
+               for path in sorted((ROOT / "bench").glob("*.py"))
+               for module, name in _product_imports(path)
+               if not _has(module, name)]
+    assert not missing, "bench imports a name the product no longer has: " + "; ".join(missing)
+
+
+@pytest.mark.parametrize("code, caught", [
+    ("from monitor.watch.plan import cell_shares\n", False),
+    ("from monitor.watch.plan import no_such_name\n", True),
+])
+def test_the_bench_import_rule_catches_what_it_should(tmp_path: Path, code: str,
+                                                      caught: bool) -> None:
+    f = tmp_path / "b.py"
+    f.write_text(code, encoding="utf-8")
+    found = [n for m, n in _product_imports(f) if not _has(m, n)]
+    assert bool(found) is caught
