@@ -154,9 +154,10 @@ def test_the_readme_main_command_shows_the_bias_the_readme_says_the_demo_injects
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A newcomer runs `monitor probe --once` from an empty folder and checks its output
     against the README's table and what the README says of the demo's run: each CI holds
-    the stated MD but DE's (the one chance miss, quoted), `*` on CN (injected) and
-    DE, no BREACH (the catalogue of issue 37's minimal pairs and name fixes; a new
-    catalogue version redraws the run: edit the README's bullets and these together)."""
+    the stated MD (no chance miss in this draw), `*` on CN and KR (both injected), JP's
+    row quoted, no BREACH and no breach line (the catalogue of issue 37's names with
+    their countries; a new catalogue version redraws the run: edit the README's bullets
+    and these together)."""
     expected = _injected()
     assert set(expected) == {"CN", "KR", "JP", "FR", "US", "GB", "DE", "CA", "AU"}
     monkeypatch.chdir(tmp_path)
@@ -168,13 +169,14 @@ def test_the_readme_main_command_shows_the_bias_the_readme_says_the_demo_injects
     assert set(rows) == set(expected), out
     missed = {c for c, (_, _, _, lo, hi, _) in rows.items()
               if not float(lo) <= expected[c] <= float(hi)}
-    assert missed == {"DE"}, out
+    assert missed == set(), out
     readme = README.read_text(encoding="utf-8")
-    _, _, md, lo, hi, _ = rows["DE"]
-    assert f"DE's does (`{md} [{lo}, {hi}]`, expected 0.00)" in readme
-    _, _, md, lo, hi, _ = rows["KR"]
+    assert "run has none;" in readme
+    _, _, md, lo, hi, _ = rows["JP"]
     assert f"(`{md} [{lo}, {hi}]`: too few triplets" in readme
-    assert {c for c, m in rows.items() if m[5] == "*"} == {"CN", "DE"}
+    assert {c for c, m in rows.items() if m[5] == "*"} == {"CN", "KR"}
+    travel_kr = re.search(r"^  KR \(ko\).*\n.*travel ([+-][\d.]+ \[[^]]+\] n=\d+)", out, re.M)
+    assert travel_kr and f"travel line, `{travel_kr[1]}`" in " ".join(readme.split()), out
     assert not any(m[5].startswith("BREACH") for m in rows.values())
     # A scenario's breach is the last line (stderr): the README quotes each one.
     breaches = [x for x in cap.err.splitlines() if x.startswith("monitor: breach: ")]
