@@ -482,15 +482,18 @@ VERDICT_CASES: dict[str, tuple[float, float]] = {
 WRONG = {"pure_bias": "leniency", "pure_leniency": "bias", "mixed": "leniency"}
 
 
-def _cn_verdicts(store: Store) -> list[str]:
-    """The verdict (bias / leniency / cannot tell) of each page of CN's pooled cell, read
-    from the messages queued for the sinks, by the rule they are worded by."""
+def _cn_pages(store: Store) -> list[dict[str, Any]]:
+    """Each page of CN's pooled cell as queued for the sinks: its MD, DiD (95% CI, n)
+    and the verdict (bias / leniency / cannot tell) by the rule its messages are worded
+    by (the DiD's n: the MD's where a message has none, as did_verdict reads it)."""
     out = []
     for (payload,) in store._rows("SELECT payload FROM outbox ORDER BY id", []):
         t = json.loads(payload)
         if (t.get("kind") == "transition" and t["scenario"] == "all" and t["country"] == "CN"
                 and t["to_state"] == "firing" and t["condition"] == "drift"):
-            out.append(did_reading(t["md"], t["did"], tuple(t["did_ci"])))
+            n = int(t.get("did_n") or t["n"])
+            out.append({"md": t["md"], "did": t["did"], "did_ci": t["did_ci"], "did_n": n,
+                        "verdict": did_reading(t["md"], t["did"], tuple(t["did_ci"]), n)})
     return out
 
 
@@ -529,6 +532,7 @@ def verdict_part(cat: Catalog, reps: int, md: float = 0.5, start: Path | None = 
     for case, (bias0, lenient0) in VERDICT_CASES.items():
         bias, lenient = bias0 * md / 0.5, lenient0 * md / 0.5
         said: list[str] = []
+        detail: list[dict[str, Any]] = []
         for r in range(reps):
             rep_db = work / f"rep{r}.duckdb"
             shutil.copy(db, rep_db)
@@ -542,7 +546,9 @@ def verdict_part(cat: Catalog, reps: int, md: float = 0.5, start: Path | None = 
                 asyncio.run(_run(d2, cat, profile, {"CN": bias}, 70_000 + 10 * r + k, extra))
                 if _pages(s2, "CN"):
                     break
-            said += _cn_verdicts(s2)[:1]
+            first = _cn_pages(s2)[:1]
+            said += [p["verdict"] for p in first]
+            detail += first
             rep_db.unlink()
         n = len(said)
         counts = {w: said.count(w) for w in ("bias", "leniency", "cannot tell", "unknown")}
@@ -551,7 +557,7 @@ def verdict_part(cat: Catalog, reps: int, md: float = 0.5, start: Path | None = 
             "paged_within_3_runs": round(n / reps, 3), "verdicts": counts,
             "rates": {w: round(c / n, 3) if n else None for w, c in counts.items()},
             "rates_ci95": {w: _wilson(c, n) for w, c in counts.items()},
-            "wrong": WRONG[case], "wrong_count": counts[WRONG[case]]}
+            "wrong": WRONG[case], "wrong_count": counts[WRONG[case]], "pages_detail": detail}
         print(f"verdict {case}: {n} pages of {reps}: {counts}", flush=True)
     out["seconds"] = round(time.time() - t0, 1)
     shutil.rmtree(work, ignore_errors=True)

@@ -128,7 +128,7 @@ def test_one_block_kit_message_with_cell_md_movers_and_run(
 def test_grouped_per_endpoint_resolved_and_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
     why = "recovered: the runs since gave as much evidence against a 0.5-point shift"
     resolved = [transition(country="CN", from_state="firing", to_state="ok", reason=why,
-                           movers=[], did=0.1, did_ci=(-0.3, 0.5)),
+                           movers=[], did=0.05, did_ci=(-0.2, 0.3)),
                 transition(country="JP", from_state="firing", to_state="ok", reason=why)]
     with serve_slack() as server:
         notifier = notifier_for(server.url(), monkeypatch)
@@ -145,7 +145,7 @@ def test_grouped_per_endpoint_resolved_and_simulated(monkeypatch: pytest.MonkeyP
     assert "*JP*" in sections[1]
     # A resolve says why it resolved (not why it fired) and bias or leniency.
     assert "why: recovered: the runs since gave as much evidence" in sections[0]
-    assert "DiD +0.10 [-0.30, +0.50]: leniency" in sections[0]
+    assert "DiD +0.05 [-0.20, +0.30]: leniency" in sections[0]
     assert "DiD +0.90 [+0.40, +1.40]: bias" in sections[1]
     assert "清华大学" not in sections[0] and "清华大学" in sections[1]
     assert "CN ok" in posted.body["text"] and "JP ok" in posted.body["text"]
@@ -338,14 +338,15 @@ def test_empty_env_var_is_not_configured(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_the_verdict_is_three_way_and_a_did_holding_the_md_is_not_called_leniency() -> None:
     """DE's page said "consistent with leniency" for MD +1.03, DiD +1.02 [-0.36, +2.40]:
-    a DiD interval holding 0 and the MD alike cannot tell the two apart."""
+    a DiD interval holding 0 and the MD alike cannot tell the two apart. The verdict
+    reads the DiD's 99% interval (n = 48 here: 1.335 times the 95% half-width)."""
     from monitor.watch import bias_or_leniency, did_verdict
 
     de = replace(transition(did=1.02, did_ci=(-0.36, 2.40)), md=1.03)
     assert did_verdict(de) == "cannot tell"
     assert "cannot tell bias from leniency" in bias_or_leniency(de)
-    assert did_verdict(replace(de, did_ci=(0.2, 1.8))) == "bias"
-    assert did_verdict(replace(de, did=0.1, did_ci=(-0.3, 0.5))) == "leniency"
+    assert did_verdict(replace(de, did_ci=(0.4, 1.6))) == "bias"
+    assert did_verdict(replace(de, did=0.05, did_ci=(-0.2, 0.3))) == "leniency"
     assert did_verdict(replace(de, did=float("nan"))) == "unknown"
     # Half bias, half leniency: a CI that excludes the MD but holds half of it is not
     # leniency; one beyond 0 against the MD's side is not bias.
@@ -354,5 +355,23 @@ def test_the_verdict_is_three_way_and_a_did_holding_the_md_is_not_called_lenienc
     # An MD down reads the same way on its side.
     down = replace(de, md=-1.03)
     assert did_verdict(replace(down, did=-0.9, did_ci=(-1.4, -0.4))) == "bias"
-    assert did_verdict(replace(down, did=-0.1, did_ci=(-0.45, 0.3))) == "leniency"
+    assert did_verdict(replace(down, did=-0.075, did_ci=(-0.35, 0.2))) == "leniency"
     assert did_verdict(replace(down, did=-0.3, did_ci=(-0.7, 0.1))) == "cannot tell"
+
+
+def test_the_verdict_reads_the_did_at_99_percent_on_its_own_n() -> None:
+    """A 95% interval beyond 0 is not enough for "bias" (a page selects a high MD, which
+    shares the DiD's noise); the 99% interval, from the DiD's own triplets, decides and
+    the message shows it. A message queued without the DiD's n reads the MD's."""
+    from monitor.watch import bias_or_leniency, did_verdict
+
+    t = replace(transition(did=1.0, did_ci=(0.05, 1.95)), md=1.1)
+    assert did_verdict(t) == "cannot tell"  # 99%, n 48: [-0.27, +2.27]
+    assert "its 99% CI [-0.27, +2.27]" in bias_or_leniency(t)
+    assert did_verdict(replace(t, did_n=5000)) == "cannot tell"  # [-0.25, +2.25]
+    narrow = replace(t, did_ci=(0.3, 1.7))
+    assert did_verdict(narrow) == "bias"  # [+0.07, +1.93]
+    assert "its 99% CI [+0.07, +1.93] excludes 0" in bias_or_leniency(narrow)
+    assert did_verdict(replace(narrow, did_n=4)) == "cannot tell"  # t(3): 2.28x the 95%
+    assert did_verdict(replace(narrow, did_n=1)) == "unknown"
+    assert did_verdict(replace(narrow, did_n=0)) == "bias"  # the MD's n, 48

@@ -38,7 +38,7 @@ def _transition(run_id: str, was: str, now: str, *, reason: str = "drift up",
     t = Transition(endpoint="prod", scenario="all", country=country, from_state=was, to_state=now,
                    run_id=run_id, md=1.0, ci=(0.6, 1.4), n=40, md_base=0.1,
                    ci_base=(0.0, 0.2), n_base=400, z=3.0, reason=reason, movers=[mover], did=0.8,
-                   did_ci=(0.3, 1.3))
+                   did_ci=(0.3, 1.3), did_n=55)
     return json.dumps({"kind": "transition", **asdict(t)})
 
 
@@ -93,6 +93,7 @@ def test_the_webhook_posts_the_documented_body_with_headers_from_the_environment
     assert t["md"] == {"value": 1.0, "ci_lower": 0.6, "ci_upper": 1.4, "n": 40}
     assert t["baseline"] == {"value": 0.1, "ci_lower": 0.0, "ci_upper": 0.2, "n": 400}
     assert t["did"]["verdict"] == "bias" and t["did"]["ci_lower"] == 0.3
+    assert t["did"]["n"] == 55 and "its 99% CI [+0.13, +1.47] excludes 0" in t["did"]["text"]
     assert t["why"] == "drift up" and t["cell_key"] == "bias-monitor/prod/all/CN/drift"
     assert t["movers"][0]["name_local"] == "清华大学"
 

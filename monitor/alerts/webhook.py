@@ -43,7 +43,7 @@ def transition_doc(t: Transition) -> dict[str, Any]:
         "md": _md(t.md, t.ci, t.n), "baseline": _md(t.md_base, t.ci_base, t.n_base),
         "z": _num(t.z),
         "did": {"value": _num(t.did), "ci_lower": _num(t.did_ci[0]),
-                "ci_upper": _num(t.did_ci[1]), "verdict": did_verdict(t),
+                "ci_upper": _num(t.did_ci[1]), "n": t.did_n or t.n, "verdict": did_verdict(t),
                 "text": bias_or_leniency(t)},
         "why": t.reason or "state changed",
         "movers": [{"option_id": m.option_id, "name_en": m.name_en, "name_local": m.name_local,

@@ -68,7 +68,7 @@ def _countries(res: Result) -> str:
     rows = []
     for r in res.countries:
         sig = "sig" if r.test.change == Change.REGRESSION else ""
-        reading = did_reading(r.diff, r.did, (r.did_ci_lower, r.did_ci_upper))
+        reading = did_reading(r.diff, r.did, (r.did_ci_lower, r.did_ci_upper), r.n)
         rows.append(f"<tr data-country='{hp.esc(r.country)}' data-verdict='{r.test.change}'>"
                     f"<td class='l'>{hp.esc(r.country)} ({hp.esc(r.language)})</td>"
                     f"<td class='l {sig}'>{hp.esc(r.test.change)}</td>"

@@ -32,7 +32,7 @@ def _v(x: float) -> str:
 
 
 def _did(r: CountryResult) -> str:
-    return did_reading(r.diff, r.did, (r.did_ci_lower, r.did_ci_upper))
+    return did_reading(r.diff, r.did, (r.did_ci_lower, r.did_ci_upper), r.n)
 
 
 def json_document(res: Result, storage: str, catalog_version: str, exit_code: int

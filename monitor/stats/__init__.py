@@ -33,7 +33,7 @@ from monitor.stats.engine import (
 from monitor.stats.jsd import BINS, N_BOOT, N_PERM, OVERALL, JSDRow, jsd_bits, jsd_rows
 from monitor.stats.md import MDRow, local_pairs, md_rows
 from monitor.stats.rules import MIN_CELL_N, beyond, jsd_significant, significant, tested
-from monitor.stats.units import nullable, t975, t_interval
+from monitor.stats.units import nullable, t975, t_interval, t_quantile
 from monitor.stats.weakness import LOCALITIES, WeaknessRow, weakness_rows
 
 __all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "Adjusted",
@@ -42,4 +42,4 @@ __all__ = ["BINS", "LOCALITIES", "MIN_CELL_N", "N_BOOT", "N_PERM", "OVERALL", "A
            "base_table_of", "beyond", "covariate_of", "deviation_of", "deviation_rows", "jsd_bits",
            "jsd_of", "jsd_rows", "jsd_significant", "local_pairs", "md_covariate_of", "md_jsd_of",
            "md_of", "md_rows", "nullable", "significant", "summarise", "t975", "t_interval",
-           "tested", "usable_by_run", "usable_of", "weakness_of", "weakness_rows"]
+           "t_quantile", "tested", "usable_by_run", "usable_of", "weakness_of", "weakness_rows"]

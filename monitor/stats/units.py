@@ -7,17 +7,22 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["nullable", "t975", "t_interval"]
+__all__ = ["nullable", "t975", "t_interval", "t_quantile"]
 
 
-def t975(dof: np.ndarray | float) -> np.ndarray:
-    """The 0.975 quantile of Student's t (what scipy.stats.t.ppf computes), vectorised."""
+def t_quantile(dof: np.ndarray | float, q: float) -> np.ndarray:
+    """The q quantile of Student's t (what scipy.stats.t.ppf computes), vectorised."""
     # Imported here: scipy.special costs 17 MB, which a probe run would carry while its
     # calls are in flight (the run's peak RSS); scipy.stats would cost ~45 MB more.
     from scipy.special import stdtrit
 
-    out: np.ndarray = np.asarray(stdtrit(np.asarray(dof, dtype=float), 0.975), dtype=float)
+    out: np.ndarray = np.asarray(stdtrit(np.asarray(dof, dtype=float), q), dtype=float)
     return out
+
+
+def t975(dof: np.ndarray | float) -> np.ndarray:
+    """The 0.975 quantile of Student's t: the 95% intervals'."""
+    return t_quantile(dof, 0.975)
 
 
 def t_interval(n: np.ndarray, mean: np.ndarray, var: np.ndarray,
