@@ -52,14 +52,19 @@ def fill(units: UnitScores) -> UnitScores:
     seen = np.bincount(cell, minlength=keys.size * n_l).reshape(-1, n_l)
     per_row = m.sum(axis=1)
     g = np.zeros((keys.size, n_l))
+    # Each (group, country) stops at its own convergence, as it would alone: a run's
+    # filled cells (and so its MD) must not depend on which runs are estimated with it
+    # (one global stop iterated some groups further, and a cell's rounding moved).
+    active = np.ones(keys.size, bool)
     for _ in range(MAX_ITER):
         a = np.where(m, y - g[row_key], 0.0).sum(axis=1) / np.maximum(per_row, 1)
         resid = (y - a[:, None])[m]
         sums = np.bincount(cell, weights=resid, minlength=keys.size * n_l).reshape(-1, n_l)
         new = np.divide(sums, seen, out=np.zeros_like(sums), where=seen > 0)
-        done = np.abs(new - g).max(initial=0.0) < _TOL
-        g = new
-        if done:
+        converged = np.abs(new - g).max(axis=1, initial=0.0) < _TOL
+        g = np.where(active[:, None], new, g)
+        active &= ~converged
+        if not active.any():
             break
     a = np.where(m, y - g[row_key], 0.0).sum(axis=1) / np.maximum(per_row, 1)
     # A language no option of the cell was answered in: no effect known, the cell's mean
