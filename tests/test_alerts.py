@@ -375,3 +375,16 @@ def test_the_verdict_reads_the_did_at_99_percent_on_its_own_n() -> None:
     assert did_verdict(replace(narrow, did_n=4)) == "cannot tell"  # t(3): 2.28x the 95%
     assert did_verdict(replace(narrow, did_n=1)) == "unknown"
     assert did_verdict(replace(narrow, did_n=0)) == "bias"  # the MD's n, 48
+
+
+def test_the_verdict_weighs_the_did_against_the_md_of_its_own_triplets() -> None:
+    """A mixed shift's page (bench/topup.py): the run's MD +1.82, selected high by the page;
+    the run and its top-up pooled, MD +1.10 and DiD +0.37 [+0.01, +0.73] on 69 triplets.
+    Half the run's MD would call it leniency; half the pooled MD cannot tell."""
+    from monitor.watch import bias_or_leniency, did_verdict
+
+    page = replace(transition(did=0.37, did_ci=(0.01, 0.73)), md=1.82, did_n=69)
+    assert did_verdict(page) == "leniency"  # no did_md (a message queued before): the run's
+    pooled = replace(page, did_md=1.10)
+    assert did_verdict(pooled) == "cannot tell"
+    assert "half the MD +1.10 of the same triplets" in bias_or_leniency(pooled)

@@ -94,6 +94,7 @@ def test_the_webhook_posts_the_documented_body_with_headers_from_the_environment
     assert t["baseline"] == {"value": 0.1, "ci_lower": 0.0, "ci_upper": 0.2, "n": 400}
     assert t["did"]["verdict"] == "bias" and t["did"]["ci_lower"] == 0.3
     assert t["did"]["n"] == 55 and "its 99% CI [+0.13, +1.47] excludes 0" in t["did"]["text"]
+    assert t["did"]["md"] == 1.0  # no top-up: the run's own MD
     assert t["why"] == "drift up" and t["cell_key"] == "bias-monitor/prod/all/CN/drift"
     assert t["movers"][0]["name_local"] == "清华大学"
 

@@ -85,7 +85,8 @@ def _row(v: topup.Verdict) -> StatRow:
                                      "run_id": v.run_id, "why": v.why, "did": nullable(v.did),
                                      "did_ci_lower": nullable(v.did_ci[0]),
                                      "did_ci_upper": nullable(v.did_ci[1]),
-                                     "did_n": v.did_n, "cusum": nullable(v.cusum)}))
+                                     "did_n": v.did_n, "did_md": nullable(v.did_md),
+                                     "cusum": nullable(v.cusum)}))
 
 
 async def confirm(ctx: Context[ReviewStore], endpoint: Endpoint, run: RunRow,
@@ -223,11 +224,11 @@ async def _one(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect,
     asked = max(asked, stored)
     n, md, ci, value, decision, _ = state or (0, math.nan, (math.nan, math.nan), 0.0,
                                               topup.UNDECIDED, math.nan)
-    did, did_ci, did_n = _pooled_did(ctx, cell, sus, row.run_id)
+    did, did_ci, did_n, did_md = _pooled_did(ctx, cell, sus, row.run_id)
     v = topup.Verdict(country=sus.country, side=sus.side, decision=decision, n=n, md=md,
                       ci=ci, llr=value, asked=asked, run_id=row.run_id,
                       why=why if decision == topup.UNDECIDED else "", did=did, did_ci=did_ci,
-                      did_n=did_n, cusum=sus.cusum)
+                      did_n=did_n, did_md=did_md, cusum=sus.cusum)
     await asyncio.to_thread(store.finish_run, row.run_id, RunStatus.TOPUP,
                             f"top-up of {sus.country} for run {run.run_id}: {v.word}")
     return v
@@ -252,15 +253,15 @@ def _futile(ctx: Context[ReviewStore], sus: Suspect,
 
 
 def _pooled_did(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect, topup_run_id: str
-                ) -> tuple[float, tuple[float, float], int]:
-    """The country's DiD on the run and its top-up's triplets pooled, its 95% CI and n:
-    the data that decide the page say bias or leniency
+                ) -> tuple[float, tuple[float, float], int, float]:
+    """The country's DiD on the run and its top-up's triplets pooled, its 95% CI, n and
+    the MD of the same triplets: the data that decide the page say bias or leniency
     (monitor.watch.transition.did_verdict)."""
     rows, _ = md_and_covariate(ctx, [cell.run.run_id, topup_run_id], cell.run, None)
     found = next((r for r in rows if r.scenario == POOLED and r.country == sus.country), None)
     if found is None:
-        return math.nan, (math.nan, math.nan), 0
-    return found.did, (found.did_ci_lower, found.did_ci_upper), found.n
+        return math.nan, (math.nan, math.nan), 0, math.nan
+    return found.did, (found.did_ci_lower, found.did_ci_upper), found.n, found.md
 
 
 def _test(ctx: Context[ReviewStore], cell: _Cell, sus: Suspect, run_id: str

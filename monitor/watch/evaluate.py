@@ -262,16 +262,17 @@ def evaluate(ctx: Context[WatchStore], run: RunRow, summary: Summary, *,
             changes.append((Condition.LEVEL, prev.level, new.level, why_level))
         # The DiD of the data that decided: the run and its top-up's triplets pooled
         tv = verdicts.get(r.country) if r.scenario == POOLED else None
-        did, did_ci, did_n = ((tv.did, tv.did_ci, tv.did_n)
-                              if tv is not None and math.isfinite(tv.did)
-                              else (r.did, (r.did_ci_lower, r.did_ci_upper), r.n))
+        did, did_ci, did_n, did_md = ((tv.did, tv.did_ci, tv.did_n, tv.did_md)
+                                      if tv is not None and math.isfinite(tv.did)
+                                      else (r.did, (r.did_ci_lower, r.did_ci_upper), r.n,
+                                            r.md))
         for kind, was, now_state, reason in changes:
             tr = Transition(endpoint=run.endpoint, scenario=r.scenario, country=r.country,
                             from_state=was, to_state=now_state, run_id=run.run_id,
                             md=r.md, ci=(r.ci_lower, r.ci_upper), n=r.n, md_base=b.md,
                             ci_base=(b.ci_lower, b.ci_upper), n_base=b.n, z=new.z,
                             reason=reason, condition=kind, did=did, did_ci=did_ci,
-                            did_n=did_n)
+                            did_n=did_n, did_md=did_md)
             ev.events.append(AlertEvent(scenario=r.scenario, country=r.country, event_at=now,
                                         from_state=was, to_state=now_state, run_id=run.run_id,
                                         md=r.md, md_base=b.md, z=new.z, reason=reason))

@@ -86,6 +86,7 @@ class Verdict:
     did: float = math.nan  # the DiD of the run and the top-up's triplets pooled
     did_ci: tuple[float, float] = (math.nan, math.nan)
     did_n: int = 0  # its triplets (stored since the 99% verdict; before, the top-up's n)
+    did_md: float = math.nan  # the MD of those triplets (NaN before it was stored)
     cusum: float = math.nan  # the suspected side's CUSUM sum that raised it (`held`)
 
     @property
@@ -104,7 +105,8 @@ class Verdict:
                    llr=float(extra["llr"]), asked=int(extra["asked"]), run_id=extra["run_id"],
                    why=str(extra.get("why", "")), did=_num(extra.get("did")),
                    did_ci=(_num(extra.get("did_ci_lower")), _num(extra.get("did_ci_upper"))),
-                   did_n=int(extra.get("did_n") or st.n or 0), cusum=_num(extra.get("cusum")))
+                   did_n=int(extra.get("did_n") or st.n or 0), did_md=_num(extra.get("did_md")),
+                   cusum=_num(extra.get("cusum")))
 
 
 def _num(x: object) -> float:

@@ -51,6 +51,9 @@ class Transition:
     did: float = float("nan")
     did_ci: tuple[float, float] = (float("nan"), float("nan"))  # 95%
     did_n: int = 0  # the DiD's triplets (0: as the MD's n, as queued before it was kept)
+    # The MD of the DiD's triplets (the run and its top-up's), which the verdict weighs
+    # the DiD against: the run's own MD is the one a page selected, so it runs high.
+    did_md: float = float("nan")  # NaN: the run's md (the DiD is the run's own)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Transition:
@@ -71,7 +74,11 @@ def did_verdict(t: Transition) -> str:
     every option), "cannot tell" (otherwise) or "unknown" (no CI). An interval holding 0
     is not evidence of leniency when it holds the MD, or half of it, just as well. The CI
     is the verdict's (verdict_interval)."""
-    return did_reading(t.md, t.did, t.did_ci, t.did_n or t.n)
+    return did_reading(_did_md(t), t.did, t.did_ci, t.did_n or t.n)
+
+
+def _did_md(t: Transition) -> float:
+    return t.did_md if math.isfinite(t.did_md) else t.md
 
 
 def verdict_interval(ci: tuple[float, float], n: int) -> tuple[float, float]:
@@ -118,8 +125,9 @@ def bias_or_leniency(t: Transition) -> str:
     if verdict == "bias":
         return (f"{ci}: bias - the local language moves local options against the others "
                 f"({at} excludes 0)")
+    md = f"the MD {_did_md(t):+.2f} of the same triplets"
     if verdict == "leniency":
         return (f"{ci}: leniency - the language scores every option alike ({at} holds 0 "
-                f"and stays below half the MD {t.md:+.2f})")
-    return (f"{ci}: cannot tell bias from leniency - {at} reaches half the MD "
-            f"{t.md:+.2f} without excluding 0")
+                f"and stays below half {md})")
+    return (f"{ci}: cannot tell bias from leniency - {at} reaches half {md} without "
+            f"excluding 0")
