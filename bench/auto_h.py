@@ -16,7 +16,7 @@ cycle, at 40 triplets per run:
   histories: pages with no shift, false "resolved" under a persistent 0.5 shift
   (simulate_topup, i.e. drift.advance plus topup.suspect/llr/decide/apply), at the
   planner's h, at the daemon's auto h with the top-up on (`auto_h`, floored at the
-  default 7) and at 7.
+  default 7) and at 7; a run's top-ups within the run's limit (topup.max_run_share).
 Seconds to a minute. Writes bench/results/auto_h.json.
 """
 
@@ -71,11 +71,16 @@ def _alone(n: np.ndarray, sd: float, h: float, base_runs: float, mrf: int) -> di
 
 def _topup(n: np.ndarray, sd: float, h: float, base: np.ndarray, tp: Topup, mrf: int,
            langs: int) -> dict[str, float]:
+    # The run's limit on its top-ups (topup.max_run_share of the run's 40 triplets), as
+    # the daemon applies it; the figures before issue 32 had none.
     kw: dict[str, Any] = {"h": h, "tp": tp, "base_triplets": base, "drift_points": 0.5,
-                          "min_runs_firing": mrf, "reps": REPS}
+                          "min_runs_firing": mrf, "reps": REPS, "run_triplets": 40}
     null = simulate_topup(n, sd, shift=0.0, runs=200, seed=FRESH + 2, **kw)
-    shifted = simulate_topup(n, sd, shift=0.5, runs=200, seed=FRESH + 3, **kw)
-    det = simulate_topup(n, sd, shift=0.5, runs=PRE + 3, shift_at=PRE, seed=FRESH + 4, **kw)
+    # A shift here moves every cell at once; `alone`: each as the run's only suspect
+    # (what one country's shift is), else they would share one run's limit.
+    shifted = simulate_topup(n, sd, shift=0.5, runs=200, seed=FRESH + 3, alone=True, **kw)
+    det = simulate_topup(n, sd, shift=0.5, runs=PRE + 3, shift_at=PRE, seed=FRESH + 4,
+                         alone=True, **kw)
     clean = ~det.fired[:, :PRE].any(axis=1)
     p = (det.fired[:, PRE:].any(axis=1) & clean).sum(axis=0) / np.maximum(1, clean.sum(axis=0))
     resolved = ((shifted.state[:, 1:] == 0) & (shifted.state[:, :-1] == 2)).sum(axis=(1, 2))
