@@ -494,7 +494,7 @@ def _cn_pages(store: Store) -> list[dict[str, Any]]:
                 and t["to_state"] == "firing" and t["condition"] == "drift"):
             tr = Transition.from_dict(t)
             out.append({"md": tr.md, "did": tr.did, "did_ci": list(tr.did_ci),
-                        "did_n": tr.did_n or tr.n, "did_md": tr.did_md,
+                        "did_n": tr.did_units, "did_md": tr.did_md_or_md,
                         "verdict": did_verdict(tr)})
     return out
 

@@ -80,8 +80,8 @@ def sd_from_md(md: Sequence[MDRow]) -> float:
 
 
 def baselines(rng: np.random.Generator, n: np.ndarray, nb: np.ndarray,
-               shape: tuple[int, int], sd: float
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+              shape: tuple[int, int], sd: float
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One baseline per rep with its estimation error, for runs of n per cell against
     nb baseline triplets: (compared cells, baseline MD, its SE, a run's variance v)."""
     valid = np.broadcast_to((n >= 1) & (nb >= MIN_CELL_N), shape)

@@ -125,9 +125,9 @@ def simulate_topup(n_cell: np.ndarray, sd: float, *, shift: float, h: float,
 
 
 def assess_topup(n_run: int, cells: Cells, sd: float, delta: float, within: int,
-                   drift_points: float, min_runs_firing: int, auto: int | None,
-                   tp: Topup, h: float, baseline_triplets: int | None = None,
-                   reps: int = REPS) -> dict[str, Any]:
+                 drift_points: float, min_runs_firing: int, auto: int | None,
+                 tp: Topup, h: float, baseline_triplets: int | None = None,
+                 reps: int = REPS) -> dict[str, Any]:
     """The detector with its top-up at run size n_run: false pages per 100 runs (mean
     over baselines and their spread), P(detect delta within `within` runs) in the
     worst cell and over cells, and the triplets asked per run (each in every language):
@@ -174,7 +174,7 @@ def plan_topup(cells: Cells, sd: float, delta: float, fa_target: float, within: 
     while lo <= hi:
         mid = (lo + hi) // 2
         r = assess_topup(grid[mid], cells, sd, delta, within, drift_points, min_runs_firing,
-                           auto_min_triplets, tp, h, baseline_triplets)
+                         auto_min_triplets, tp, h, baseline_triplets)
         if r["p_detect"] >= POWER and r["false_alarms_per_100"] <= fa_target:
             best, hi = r, mid - 1
         else:

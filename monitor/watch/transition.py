@@ -55,6 +55,16 @@ class Transition:
     # the DiD against: the run's own MD is the one a page selected, so it runs high.
     did_md: float = float("nan")  # NaN: the run's md (the DiD is the run's own)
 
+    @property
+    def did_units(self) -> int:
+        """The DiD's triplets: did_n, else (a message queued before it was kept) n."""
+        return self.did_n or self.n
+
+    @property
+    def did_md_or_md(self) -> float:
+        """The MD the verdict weighs the DiD against: did_md, else the run's md."""
+        return self.did_md if math.isfinite(self.did_md) else self.md
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Transition:
         """From a queued payload (the outbox holds them as JSON)."""
@@ -74,11 +84,7 @@ def did_verdict(t: Transition) -> str:
     every option), "cannot tell" (otherwise) or "unknown" (no CI). An interval holding 0
     is not evidence of leniency when it holds the MD, or half of it, just as well. The CI
     is the verdict's (verdict_interval)."""
-    return did_reading(_did_md(t), t.did, t.did_ci, t.did_n or t.n)
-
-
-def _did_md(t: Transition) -> float:
-    return t.did_md if math.isfinite(t.did_md) else t.md
+    return did_reading(t.did_md_or_md, t.did, t.did_ci, t.did_units)
 
 
 def verdict_interval(ci: tuple[float, float], n: int) -> tuple[float, float]:
@@ -120,12 +126,12 @@ def bias_or_leniency(t: Transition) -> str:
         shown = f"{t.did:+.2f}" if math.isfinite(t.did) else "n/a"
         return f"DiD {shown} (no CI): bias or leniency cannot be told apart"
     ci = f"DiD {t.did:+.2f} [{t.did_ci[0]:+.2f}, {t.did_ci[1]:+.2f}]"
-    lo, hi = verdict_interval(t.did_ci, t.did_n or t.n)
+    lo, hi = verdict_interval(t.did_ci, t.did_units)
     at = f"its {VERDICT_LEVEL:.0%} CI [{lo:+.2f}, {hi:+.2f}]"
     if verdict == "bias":
         return (f"{ci}: bias - the local language moves local options against the others "
                 f"({at} excludes 0)")
-    md = f"the MD {_did_md(t):+.2f} of the same triplets"
+    md = f"the MD {t.did_md_or_md:+.2f} of the same triplets"
     if verdict == "leniency":
         return (f"{ci}: leniency - the language scores every option alike ({at} holds 0 "
                 f"and stays below half {md})")
