@@ -32,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.languages import FOURTEEN, SIX
 from monitor.catalog import load_catalog
 from monitor.config import CUSUM_H, Settings, Topup
 from monitor.measure.sampling import Sampler
@@ -49,8 +50,6 @@ from monitor.watch.plan_topup import simulate_topup
 from monitor.watch.reference import auto_h, baseline_h
 
 OUT = Path(__file__).resolve().parent / "results" / "auto_h.json"
-SIX = ["en", "ja", "zh", "fr", "de", "ko"]
-FOURTEEN = [*SIX, "es", "pt", "ar", "hi", "id", "it", "tr", "ru"]
 #: (profile, sd of d as bench/topup.py, languages); lossy is realistic losing answers.
 PROFILES = [("demo", 0.95, SIX), ("realistic", 1.34, SIX), ("lossy", 1.34, SIX),
             ("lossy", 1.34, FOURTEEN)]

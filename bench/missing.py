@@ -36,6 +36,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.frames import md_table
+from bench.languages import FOURTEEN, SIX
 from monitor.catalog import Catalog, load_catalog
 from monitor.measure.sampling import Sampler
 from monitor.measure.simulated import PROFILES, _unit  # the generator's own hash
@@ -43,8 +44,6 @@ from monitor.vocab import POOLED
 
 DEMO_BIAS = {"CN": 0.9, "KR": 0.6, "JP": 0.4, "FR": 0.3, "DE": 0.0, "US": 0.1, "GB": 0.1,
              "CA": 0.0, "AU": 0.0}  # monitor/data/demo.yaml
-SIX = ["en", "ja", "zh", "fr", "de", "ko"]
-FOURTEEN = [*SIX, "es", "pt", "ar", "hi", "id", "it", "tr", "ru"]
 #: The share of each language's answers lost (failed, refused or unreadable together).
 LOSS = {"en": 0.05, "ja": 0.10, "zh": 0.15, "fr": 0.08, "de": 0.12, "ko": 0.20, "es": 0.07,
         "pt": 0.10, "ar": 0.18, "hi": 0.20, "id": 0.12, "it": 0.06, "tr": 0.15, "ru": 0.14}

@@ -33,13 +33,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.languages import FOURTEEN, SIX
 from monitor.catalog import load_catalog
 from monitor.cli import main as monitor
 from monitor.config import load_settings
 from monitor.watch.plan import cell_shares, cell_sizes
-
-LANGS_6 = ["en", "ja", "zh", "fr", "de", "ko"]
-LANGS_14 = [*LANGS_6, "es", "pt", "ar", "hi", "id", "it", "tr", "ru"]
 
 
 def _cli(*args: str) -> dict[str, Any]:
@@ -139,7 +137,7 @@ def main() -> None:
     ap.add_argument("--delta", type=float, default=1.0, help="the plan's design shift")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    langs = LANGS_6 if args.languages == 6 else LANGS_14
+    langs = SIX if args.languages == 6 else FOURTEEN
     result = measure(langs, args.first, args.runs, args.delta)
     out = args.out or (Path(__file__).parent / "results" / (
         "planner_lossy.json" if args.languages == 6 else "planner_lossy_14.json"))

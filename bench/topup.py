@@ -62,6 +62,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.languages import FOURTEEN, SIX
 from monitor.alerts.outbox import build_sinks
 from monitor.catalog import Catalog, load_catalog
 from monitor.config import CUSUM_H, Settings, Topup, load_settings
@@ -83,8 +84,6 @@ OUT = Path(__file__).resolve().parent / "results" / "topup.json"
 PROFILES = {"demo": 0.95, "realistic": 1.34}  # sd of d (docs/benchmarks.md, issue 14)
 SIZES = tuple(range(30, 151, 10))  # a fine grid (issue 14, item 8)
 CN_SHIFT = 0.6  # bias points: MD + 5/6 * 0.6 = +0.5
-SIX = ["en", "ja", "zh", "fr", "de", "ko"]
-FOURTEEN = [*SIX, "es", "pt", "ar", "hi", "id", "it", "tr", "ru"]
 #: A stable accepted bias: the demo's (monitor/data/demo.yaml), in the baseline and
 #: every run after it; the shift is CN's growing by CN_SHIFT on top.
 DEMO_BIAS = {"CN": 0.9, "KR": 0.6, "JP": 0.4, "FR": 0.3, "DE": 0.0, "US": 0.1, "GB": 0.1,
