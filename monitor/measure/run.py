@@ -253,7 +253,13 @@ async def ask(ctx: Context[MeasureStore], endpoint: Endpoint, run: RunRow, setup
                 if progress:
                     progress.note(msg)
                 log.info("run %s: %s", run.run_id, msg)
-                await asyncio.wait(flying, timeout=DRAIN_S)
+                _, late = await asyncio.wait(flying, timeout=DRAIN_S)
+                if late:  # paid for, but not waited for longer: say so
+                    msg = (f"abandoned after {DRAIN_S:g} s: {len(late)} calls still in "
+                           "flight (paid for, not stored; --resume asks them again)")
+                    if progress:
+                        progress.note(msg)
+                    log.warning("run %s: %s", run.run_id, msg)
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

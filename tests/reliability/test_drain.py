@@ -101,3 +101,39 @@ def test_more_signals_while_stopping_cut_nothing_short(
     [run] = store.runs()
     assert run.status == "interrupted"
     assert len(store.calls_frame([run.run_id])) == out  # both paid answers kept
+
+
+def test_calls_still_out_when_the_drain_ends_are_abandoned_and_said(
+        tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # The stop waits DRAIN_S for the requests out, then gives up on them: a user must
+    # hear that calls were paid for and not stored, and that --resume asks them again.
+    monkeypatch.setattr(run_mod, "DRAIN_S", 0.2)
+    gate = Gate(0, _answer)  # held past the drain: never answered in time
+    with serve(gate) as server:
+        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2,
+                                                      max_retries=0, timeout_s=120)],
+                           sampling={"triplets_per_run": 4})
+        settings, _ = load_settings(cfg)
+        store = Store(settings.storage.path)
+
+        async def main() -> None:
+            task = asyncio.ensure_future(run_endpoint(Context(settings, shipped_catalog, store),
+                                                      settings.endpoints[0]))
+            deadline = time.monotonic() + 60
+            while len(server.requests) < 2:  # both slots' requests out and held
+                assert time.monotonic() < deadline, "no request reached the server"
+                await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 45)
+
+        try:
+            with caplog.at_level("WARNING", logger="monitor.measure.run"):
+                asyncio.run(main())
+        finally:
+            gate.released.set()
+    assert "abandoned after 0.2 s: 2 calls still in flight" in caplog.text
+    [run] = store.runs()
+    assert run.status == "interrupted"
+    assert store.calls_frame([run.run_id]).empty  # nothing answered was stored
