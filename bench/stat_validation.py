@@ -18,6 +18,19 @@ coverage) or a numpy replica checked equal to it (drift sweeps), JSD from the
 engine too, and the alert state from monitor.watch.drift.step with the
 daemon's observation rule (monitor.stats.rules.tested: the baseline holds
 MIN_CELL_N of the cell).
+
+    python bench/stat_validation.py --profile lossy [--languages 6|14] [--reps N]
+        [--md-runs N] [--jsd-reps N] [--sizes 40,120]
+    python bench/stat_validation.py --languages 14        (the demo profile)
+
+The engine's part (issue 32): the `lossy` profile (the realistic score model, with
+a share of each language's answers refused or unreadable; LossyGen, the
+endpoint's own persistence hash) at 6 or 14 languages, and the demo at 14. Every
+statistic comes from the product's engine on the replica's arrays, as the store
+hands them over (monitor.stats: fill, md_rows, jsd_rows; checked equal to
+md_table through DuckDB), and each run is observed as the daemon does it
+(monitor.watch.evaluate.observed: CUPED against the baseline where it pays).
+Writes bench/results/stat_validation_<profile>_<languages>.json.
 """
 
 from __future__ import annotations
@@ -39,29 +52,41 @@ from scipy.stats import chi2 as chi2_dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.frames import jsd_table, md_table
+from bench.languages import FOURTEEN, SIX
 from monitor.catalog import VARIANTS, Catalog, load_catalog
-from monitor.stats import MIN_CELL_N, jsd_bits, tested
+from monitor.stats import MIN_CELL_N, MDRow, jsd_bits, jsd_rows, tested
+from monitor.stats.covariate import BaseTable, adjust, base_table
+from monitor.stats.md import local_pairs, md_rows
+from monitor.stats.missing import fill
+from monitor.store import UnitScores
+from monitor.vocab import POOLED
 from monitor.watch.drift import FIRING, OK, CellState, Observation, step
+from monitor.watch.evaluate import observed
+from monitor.watch.plan import cell_shares, sd_from_md
+from monitor.watch.reference import baseline_h
 
-LANGS = ["en", "ja", "zh", "fr", "de", "ko"]
 SCENARIOS = ["relocation", "travel", "university"]
 DEMO_BIAS = {"CN": 0.9, "KR": 0.6, "JP": 0.4, "FR": 0.3, "DE": 0.0, "US": 0.1, "GB": 0.1,
              "CA": 0.0, "AU": 0.0}  # monitor/data/demo.yaml
 OUT = Path(__file__).resolve().parent / "results"
+DMDS, PRE, POST = [0.25, 0.5, 1.0], 5, 12  # shifts; monitored runs before one; runs after
 
 
 class Gen:
     """The simulated model's score distribution over the catalog's triplets, vectorised."""
 
     def __init__(self, cat: Catalog, bias: dict[str, float], sd: float = 1.0,
-                 shift: dict[str, float] | None = None) -> None:
+                 shift: dict[str, float] | None = None, languages: list[str] = SIX) -> None:
         from monitor.measure.simulated import _unit  # the generator's own quality hash
 
-        self.cat, self.sd = cat, sd
+        self.cat, self.sd, self.langs = cat, sd, list(languages)
         self.trip = [t for s in SCENARIOS for t in cat.scenarios[s].triplets()]
         self.index = {t: i for i, t in enumerate(self.trip)}
-        self.cells = [c for lang in LANGS for c in cat.languages[lang]]
-        self.cell_lang = np.array([LANGS.index(cat.local_language(c) or "") for c in self.cells])
+        self.scen = np.array([SCENARIOS.index(t.scenario) for t in self.trip])
+        self.pop = np.ones(len(self.trip), bool)  # the triplets a truth averages over
+        self.cells = [c for lang in self.langs for c in cat.languages[lang]]
+        self.cell_lang = np.array([self.langs.index(cat.local_language(c) or "")
+                                   for c in self.cells])
         opts = [[cat.option(t.scenario, o) for o in t.option_ids] for t in self.trip]
         self.q = np.array([[4.5 + 3.0 * _unit("quality", t.scenario, o.id) for o in row]
                            for t, row in zip(self.trip, opts, strict=True)])
@@ -69,14 +94,14 @@ class Gen:
                                   for o in row] for row in opts])
         self.loc = np.where(self.cell_of >= 0, self.cell_lang[self.cell_of], -1)
         self.bias = np.array([bias.get(c, 0.0) for c in self.cells])
-        self.shift = np.array([(shift or {}).get(lang, 0.0) for lang in LANGS])
+        self.shift = np.array([(shift or {}).get(lang, 0.0) for lang in self.langs])
         self._samplers: dict[tuple[int, int], Any] = {}
         self._cycles: dict[int, np.ndarray] = {}
 
     def mu(self, idx: np.ndarray, bias: np.ndarray) -> np.ndarray:
         """units x languages x options: the expected score before noise and rounding."""
         b = np.where(self.cell_of[idx] >= 0, bias[self.cell_of[idx]], 0.0)
-        local = self.loc[idx][:, None, :] == np.arange(len(LANGS))[None, :, None]
+        local = self.loc[idx][:, None, :] == np.arange(len(self.langs))[None, :, None]
         out: np.ndarray = (self.q[idx][:, None, :] + self.shift[None, :, None]
                            + b[:, None, :] * local)
         return out
@@ -97,23 +122,24 @@ class Gen:
         """Per cell: E[d] over the triplet population (the sampler covers it uniformly).
         Only the local-language score of an option depends on the bias."""
         if not hasattr(self, "_sum0"):
-            es0 = self.expect(self.mu(np.arange(len(self.trip)), np.zeros(len(self.cells))))
-            loc = np.clip(self.loc, 0, None)
-            self._loc0 = np.take_along_axis(es0, loc[:, None, :], axis=1)[:, 0, :]
+            mu0 = self.mu(np.arange(len(self.trip)), np.zeros(len(self.cells)))
+            es0 = self.expect(mu0)
+            loc = np.clip(self.loc, 0, None)[:, None, :]
+            self._loc0 = np.take_along_axis(es0, loc, axis=1)[:, 0, :]
             self._sum0 = es0.sum(axis=1)
-            self._qloc = self.q + self.shift[loc]
+            self._qloc = np.take_along_axis(mu0, loc, axis=1)[:, 0, :]
         el = self.expect(self._qloc + np.where(self.cell_of >= 0, bias[self.cell_of], 0.0))
-        dev = el - (self._sum0 - self._loc0 + el) / len(LANGS)
+        dev = el - (self._sum0 - self._loc0 + el) / len(self.langs)
         out = np.zeros(len(self.cells))
         for ci in range(len(self.cells)):
-            m = self.cell_of == ci
+            m = (self.cell_of == ci) & self.pop[:, None]
             has = m.any(axis=1)
             out[ci] = ((dev * m).sum(axis=1)[has] / m.sum(axis=1)[has]).mean()
         return out
 
     def truth_jsd(self, bias: np.ndarray) -> np.ndarray:
         """JSD(P_l, G) in bits of the true score distributions (population mixture)."""
-        p = self.probs(self.mu(np.arange(len(self.trip)), bias)).mean(axis=(0, 2))
+        p = self.probs(self.mu(np.flatnonzero(self.pop), bias)).mean(axis=(0, 2))
         j = jsd_bits(p, p.mean(axis=0)[None, :])
         return np.append(j, j.mean())
 
@@ -128,9 +154,23 @@ class Gen:
         out: np.ndarray = (lo + hi) / 2
         return out
 
-    def draw(self, mu: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        out: np.ndarray = np.clip(np.round(mu + self.sd * noise), 1, 10)
+    def batch(self, seed: int, n: int, k: int, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """Runs start..start+k-1 of the rotation: their triplets' indexes, each one's run."""
+        parts = self.runs(seed, n, k, start=start)
+        return np.concatenate(parts), np.repeat(np.arange(k), [len(p) for p in parts])
+
+    def noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """units x languages x options: each score's noise in points."""
+        out: np.ndarray = self.sd * rng.standard_normal((n, len(self.langs), 3))
         return out
+
+    def draw(self, mu: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        out: np.ndarray = np.clip(np.round(mu + noise), 1, 10)
+        return out
+
+    def answered(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """units x languages x options: which answers were read (the demo: all)."""
+        return np.ones((n, len(self.langs), 3), bool)
 
     def runs(self, seed: int, n: int, n_runs: int, start: int = 0) -> list[np.ndarray]:
         """Triplet indexes of runs start..start+n_runs-1 of the sampler's rotation for
@@ -141,7 +181,7 @@ class Gen:
         if key not in self._samplers:
             self._samplers = {key: Sampler(self.cat, scenarios=SCENARIOS,
                                            variants=list(VARIANTS), seed=seed,
-                                           triplets_per_run=n, languages=LANGS)}
+                                           triplets_per_run=n, languages=self.langs)}
             self._cycles = {}
         s = self._samplers[key]
         pop, n = s.population, s.triplets_per_run
@@ -161,17 +201,68 @@ class Gen:
         """The long table md_table/jsd_table read (Store.scores_frame's columns).
         The scenario column carries the run (group) unless by_scenario, so one
         md_table call gives every run's pooled cell."""
-        n = len(idx)
+        n, k = len(idx), 3 * len(self.langs)
         ctry = np.array([[self.cells[c] if c >= 0 else "XX" for c in row]
                          for row in self.cell_of[idx]])
         scen = (np.array([self.trip[i].scenario for i in idx]) if by_scenario
                 else group.astype(str))
         return pd.DataFrame({
-            "run_id": np.repeat(group.astype(str), 18),
-            "triplet_id": np.repeat(idx.astype(str), 18),
-            "language": np.tile(np.repeat(LANGS, 3), n), "label": np.tile(list("ABC"), 6 * n),
-            "country": np.repeat(ctry[:, None, :], 6, axis=1).ravel(), "score": scores.ravel(),
-            "scenario": np.repeat(scen, 18)})
+            "run_id": np.repeat(group.astype(str), k),
+            "triplet_id": np.repeat(idx.astype(str), k),
+            "language": np.tile(np.repeat(self.langs, 3), n),
+            "label": np.tile(list("ABC"), len(self.langs) * n),
+            "country": np.repeat(ctry[:, None, :], len(self.langs), axis=1).ravel(),
+            "score": scores.ravel(), "scenario": np.repeat(scen, k)})
+
+
+class LossyGen(Gen):
+    """The simulated endpoint's `lossy` profile (monitor/measure/simulated.py PROFILES):
+    noise sd 1.3 of which a share persists per (triplet, language, option) (the
+    endpoint's own hash), a call's shared noise, a language-wide leniency, and each
+    language losing its profile's share of answers (refused, or unreadable) whole."""
+
+    def __init__(self, cat: Catalog, bias: dict[str, float], languages: list[str]) -> None:
+        from statistics import NormalDist
+
+        from monitor.measure.sampling import Sampler
+        from monitor.measure.simulated import PROFILES, SimParams, _unit
+
+        prof = PROFILES["lossy"]
+        p, sd = prof["persistence"], prof["noise_sd"]
+        # Given the persistent part (in mu), a score's noise is its call's and its own.
+        super().__init__(cat, bias, math.sqrt(sd**2 * (1 - p) + prof["call_sd"] ** 2),
+                         prof["language_shift"], languages)
+        self.call_sd, self.fresh_sd = prof["call_sd"], sd * math.sqrt(1 - p)
+        params = SimParams(refusal_rate=prof["refusal_rate"], garble_rate=prof["garble_rate"])
+        # simulated.answer refuses first, then garbles an answer it wrote.
+        self.loss = np.array([params.rate("refusal", lang) + (1 - params.rate("refusal", lang))
+                              * params.rate("garble", lang) for lang in self.langs])
+        pop = Sampler(cat, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0,
+                      triplets_per_run=1, languages=self.langs).cycle_order(0)
+        self.pop = np.zeros(len(self.trip), bool)
+        self.fixed = np.zeros((len(self.trip), len(self.langs), 3))
+        inv = NormalDist().inv_cdf
+        for t in pop:
+            i = self.index[t]
+            self.pop[i] = True
+            key = "|".join(sorted(t.option_ids))
+            self.fixed[i] = [[sd * math.sqrt(p) * inv(min(max(_unit(
+                "persist", t.scenario, key, lang, o), 1e-12), 1 - 1e-12))
+                for o in t.option_ids] for lang in self.langs]
+
+    def mu(self, idx: np.ndarray, bias: np.ndarray) -> np.ndarray:
+        out: np.ndarray = super().mu(idx, bias) + self.fixed[idx]
+        return out
+
+    def noise(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        out: np.ndarray = (self.call_sd * rng.standard_normal((n, len(self.langs), 1))
+                           + self.fresh_sd * rng.standard_normal((n, len(self.langs), 3)))
+        return out
+
+    def answered(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """units x languages x options: False where the language's answer was lost."""
+        kept = rng.random((n, len(self.langs))) >= self.loss
+        return np.repeat(kept[:, :, None], 3, axis=2)
 
 
 def md_cells(gen: Gen, idx: np.ndarray, scores: np.ndarray, group: np.ndarray,
@@ -209,7 +300,7 @@ def generator_check(cat: Catalog, gen: Gen, runs: int, n: int) -> dict[str, Any]
     from monitor.measure.simulated import SimParams, answer
 
     s = Sampler(cat, scenarios=SCENARIOS, variants=list(VARIANTS), seed=0, triplets_per_run=n,
-                languages=LANGS)
+                languages=SIX)
     mine = gen.runs(0, n, runs)
     obs, exp = np.zeros((6, 10)), np.zeros((6, 10))
     resid = var = 0.0
@@ -221,7 +312,7 @@ def generator_check(cat: Catalog, gen: Gen, runs: int, n: int) -> dict[str, Any]
         params = SimParams(bias_points=DEMO_BIAS, noise_sd=gen.sd, seed=r)
         for sp in specs:
             p = gen.probs(gen.mu(np.array([gen.index[sp.triplet]]), gen.bias))[0]
-            for li, lang in enumerate(LANGS):
+            for li, lang in enumerate(SIX):
                 prompt = build_prompt(cat, sp, lang)
                 reply = answer(prompt.messages, params)
                 parsed = parse_answer(reply.text, prompt.names, cat.prompts[lang].refusals)
@@ -244,8 +335,8 @@ def generator_check(cat: Catalog, gen: Gen, runs: int, n: int) -> dict[str, Any]
     ok = e > 0
     stat = float(((o - e) ** 2 / np.where(ok, e, 1))[ok].sum())
     df = int(ok.sum() - 6)  # each language's total is fixed
-    local = {lang: list(cat.languages[lang]) for lang in LANGS}
-    md = md_table(pd.DataFrame(rows), LANGS, local)
+    local = {lang: list(cat.languages[lang]) for lang in SIX}
+    md = md_table(pd.DataFrame(rows), SIX, local)
     md = md[md["scenario"] != "all"]
     truth = dict(zip(gen.cells, gen.truth_md(gen.bias), strict=True))
     fin = md[np.isfinite(md["ci_lower"])]
@@ -263,17 +354,15 @@ def generator_check(cat: Catalog, gen: Gen, runs: int, n: int) -> dict[str, Any]
 def md_validation(gen: Gen, n: int, runs: int, seed: int) -> dict[str, Any]:
     """MD bias and t-CI coverage with md_table itself; the numpy replica checked equal."""
     truth = gen.truth_md(gen.bias)
-    local = {lang: list(gen.cat.languages[lang]) for lang in LANGS}
+    local = {lang: list(gen.cat.languages[lang]) for lang in SIX}
     rng = np.random.default_rng([seed, n, 1])
     per: list[pd.DataFrame] = []
     max_diff = 0.0
     for chunk in range(0, runs, 100):
         k = min(100, runs - chunk)
-        parts = gen.runs(seed, n, k, start=chunk)
-        idx = np.concatenate(parts)
-        group = np.repeat(np.arange(k), [len(p) for p in parts])
-        scores = gen.draw(gen.mu(idx, gen.bias), rng.standard_normal((len(idx), 6, 3)))
-        md = md_table(gen.frame(idx, scores, group), LANGS, local)
+        idx, group = gen.batch(seed, n, k, chunk)
+        scores = gen.draw(gen.mu(idx, gen.bias), gen.noise(rng, len(idx)))
+        md = md_table(gen.frame(idx, scores, group), SIX, local)
         md = md[md["scenario"] != "all"].copy()  # "all" here would pool every run
         rmd, rsd, rn = md_cells(gen, idx, scores, group, k)
         ci = md["country"].map({c: i for i, c in enumerate(gen.cells)}).to_numpy()
@@ -309,7 +398,7 @@ def jsd_validation(cat: Catalog, bias: dict[str, float], shift: dict[str, float]
     rng = np.random.default_rng([seed, n, 2])
     # Large-sample check of the truth: the plug-in on 3 draws of the whole population.
     idx = np.tile(np.arange(len(gen.trip)), 3)
-    big = gen.draw(gen.mu(idx, gen.bias), rng.standard_normal((len(idx), 6, 3)))
+    big = gen.draw(gen.mu(idx, gen.bias), gen.noise(rng, len(idx)))
     hist = np.stack([np.bincount(big[:, li, :].ravel().astype(int) - 1, minlength=10)
                      for li in range(6)]).astype(float)
     large = jsd_bits(hist, hist.sum(axis=0)[None, :])
@@ -317,16 +406,16 @@ def jsd_validation(cat: Catalog, bias: dict[str, float], shift: dict[str, float]
     inside, cells = 0, 0  # every cell of the table (each scenario and language): in its CI?
     for r in range(reps):
         idx = gen.runs(seed, n, 1, start=r)[0]
-        scores = gen.draw(gen.mu(idx, gen.bias), rng.standard_normal((len(idx), 6, 3)))
-        j = jsd_table(gen.frame(idx, scores, np.zeros(len(idx), int), by_scenario=True), LANGS,
+        scores = gen.draw(gen.mu(idx, gen.bias), gen.noise(rng, len(idx)))
+        j = jsd_table(gen.frame(idx, scores, np.zeros(len(idx), int), by_scenario=True), SIX,
                       seed=r)
         ok = (j["ci_lower"] <= j["jsd_bits"] + 1e-12) & (j["jsd_bits"] <= j["ci_upper"] + 1e-12)
         inside, cells = inside + int(ok.sum()), cells + len(j)
-        j = j[j["scenario"] == "all"].set_index("language").loc[[*LANGS, "overall"]]
+        j = j[j["scenario"] == "all"].set_index("language").loc[[*SIX, "overall"]]
         est[r], lo[r], hi[r], plug[r] = (j[c].to_numpy() for c in
                                          ("jsd_bits", "ci_lower", "ci_upper", "plugin_bits"))
     cover = ((lo <= truth + 1e-12) & (truth - 1e-12 <= hi)).mean(axis=0)
-    names = [*LANGS, "overall"]
+    names = [*SIX, "overall"]
     return {"bias_points": bias, "language_shift": shift or {}, "triplets": n, "reps": reps,
             "truth_bits": dict(zip(names, np.round(truth, 5).tolist(), strict=True)),
             "large_sample_plugin_bits": dict(zip(names, np.round(np.append(
@@ -351,10 +440,8 @@ def drift_data(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pre:
     runs = np.zeros((3, reps, monitored, C))
     after = {d: np.zeros((3, reps, post, C)) for d in dmds}
     for r in range(reps):
-        parts = gen.runs(seed, n, T, start=r * T)  # consecutive runs, as the daemon walks
-        idx = np.concatenate(parts)
-        group = np.repeat(np.arange(T), [len(p) for p in parts])
-        noise = rng.standard_normal((len(idx), 6, 3))
+        idx, group = gen.batch(seed, n, T, r * T)  # consecutive runs, as the daemon walks
+        noise = gen.noise(rng, len(idx))
         scores = gen.draw(gen.mu(idx, gen.bias), noise)
         inb = group < base_runs
         base[:, r] = np.array(md_cells(gen, idx[inb], scores[inb], np.zeros(inb.sum(), int), 1))[
@@ -391,17 +478,19 @@ def observations(base: np.ndarray, runs: np.ndarray) -> list[list[list[Observati
     return out
 
 
-def replay(obs: list[list[list[Observation | None]]], h: float, drift_points: float,
-           min_runs: int) -> tuple[np.ndarray, np.ndarray]:
+def replay(obs: list[list[list[Observation | None]]], h: float | list[float],
+           drift_points: float, min_runs: int) -> tuple[np.ndarray, np.ndarray]:
     """monitor.watch.drift.step over every cell's runs: when each cell entered FIRING / PENDING.
-    The absolute threshold is off (md_threshold=inf): only drift is validated here."""
+    `h`: one for all, or each rep's (the h its baseline gives). The absolute threshold
+    is off (md_threshold=inf): only drift is validated here."""
     R, C, T = len(obs), len(obs[0]), len(obs[0][0])
     fire, pend = np.zeros((R, T, C), bool), np.zeros((R, T, C), bool)
     for r in range(R):
+        hr = h[r] if isinstance(h, list) else h
         for c in range(C):
             st = CellState()
             for t, o in enumerate(obs[r][c]):
-                new = step(st, o, drift_points=drift_points, h=h, md_threshold=math.inf,
+                new = step(st, o, drift_points=drift_points, h=hr, md_threshold=math.inf,
                            min_runs_firing=min_runs)
                 fire[r, t, c] = new.state == FIRING and st.state != FIRING
                 pend[r, t, c] = new.state != OK and st.state == OK
@@ -425,14 +514,25 @@ def sweep(gen: Gen, data: dict[str, Any], h_grid: list[float], drift_points: flo
     o_fa = observations(base, runs)
     o_det = {d: observations(base, np.concatenate([runs[:, :, :pre], data["after"][d]], axis=2))
              for d in dmds}
-    n_cell = np.nanmean(runs[2], axis=(0, 1))
-    sd_cell = np.nanmean(base[1], axis=0)
-    R, M, C = runs.shape[1:]
+    return sweep_obs(gen, o_fa, o_det, np.nanmean(runs[2], axis=(0, 1)),
+                     np.nanmean(base[1], axis=0), h_grid, drift_points, min_runs, pre, post)
+
+
+def sweep_obs(gen: Gen, o_fa: list[list[list[Observation | None]]],
+              o_det: dict[float, list[list[list[Observation | None]]]], n_cell: np.ndarray,
+              sd_cell: np.ndarray, h_grid: list[float], drift_points: float, min_runs: int,
+              pre: int, post: int, h_auto: list[float] | None = None) -> dict[str, Any]:
+    """False pages and detection per h from the detector's observations [rep][cell][run]:
+    o_fa without a change, o_det[dMD] with the shift from monitored run pre + 1 on;
+    row "auto": each rep at `h_auto`, the h its baseline gives."""
+    R, C, M = len(o_fa), len(o_fa[0]), len(o_fa[0][0])
+    dmds = list(o_det)
     out: dict[str, Any] = {"mean_n_per_cell": dict(zip(gen.cells, np.round(n_cell, 2).tolist(),
                                                        strict=True)),
                            "sd_d_per_cell": dict(zip(gen.cells, np.round(sd_cell, 3).tolist(),
                                                      strict=True)), "h": {}}
-    for h in h_grid:
+    hs: list[tuple[str, float | list[float]]] = [(str(h), h) for h in h_grid]
+    for key, h in hs + ([("auto", h_auto)] if h_auto else []):
         fire, pend = replay(o_fa, h, drift_points, min_runs)
         per_rep = fire.sum(axis=(1, 2)) / M * 100
         arl0 = R * M * C / max(1, int(fire.sum()))  # runs per false page, per cell
@@ -471,8 +571,173 @@ def sweep(gen: Gen, data: dict[str, Any], h_grid: list[float], drift_points: flo
                 if (delay[ok] <= post).any() else None,
                 "excluded_already_alarmed": int((~ok).sum()),
                 "lorden_efficiency_median_cell": eff}
-        out["h"][str(h)] = row
+        out["h"][key] = row
     return out
+
+
+def engine_units(gen: Gen, idx: np.ndarray, scores: np.ndarray, answered: np.ndarray,
+                 group: np.ndarray, groups: list[str]) -> UnitScores:
+    """The units the store hands the engine (Store.unit_scores) for these answers: a
+    triplet answered in no language is no unit; lost cells hold 0."""
+    keep = answered.any(axis=(1, 2))
+    return UnitScores(languages=gen.langs, groups=groups, group=group[keep],
+                      scenarios=SCENARIOS, scenario=gen.scen[idx[keep]], countries=gen.cells,
+                      country=gen.cell_of[idx[keep]],
+                      scores=np.where(answered, np.rint(scores * 100), 0).astype(np.int64)[keep],
+                      triplet=idx[keep].astype(np.int64), answered=answered[keep])
+
+
+def pooled_rows(gen: Gen, units: UnitScores) -> dict[tuple[str, str], MDRow]:
+    """The engine's pooled MD cells (monitor.stats.md_rows of the filled units), by
+    (group, country), as md_of computes them."""
+    local = local_pairs(gen.langs, gen.cat.languages)
+    return {(r.group, r.country): r for r in md_rows(fill(units), local) if r.scenario == POOLED}
+
+
+def engine_md(gen: Gen, n: int, runs: int, seed: int) -> dict[str, Any]:
+    """Each run's pooled MD cells from the engine, with the profile's losses, against the
+    truth: CI coverage, error, n; the first chunk checked equal to md_table (DuckDB)."""
+    truth = dict(zip(gen.cells, gen.truth_md(gen.bias), strict=True))
+    rng = np.random.default_rng([seed, n, 4])
+    rows: list[MDRow] = []
+    max_diff = math.nan
+    asked = answered_cells = 0
+    for chunk in range(0, runs, 100):
+        k = min(100, runs - chunk)
+        idx, group = gen.batch(seed, n, k, chunk)
+        scores = gen.draw(gen.mu(idx, gen.bias), gen.noise(rng, len(idx)))
+        answered = gen.answered(rng, len(idx))
+        asked, answered_cells = asked + answered[:, :, 0].size, answered_cells + int(
+            answered[:, :, 0].sum())
+        names = [str(g) for g in range(k)]
+        cells = pooled_rows(gen, engine_units(gen, idx, scores, answered, group, names))
+        rows += cells.values()
+        if chunk == 0:  # the same answers stored in DuckDB and read by md_of
+            frame = gen.frame(idx, scores, group, by_scenario=True)[answered.ravel()]
+            db = md_table(frame, gen.langs, {lang: gen.cat.languages[lang] for lang in gen.langs},
+                          by_run=True)
+            db = db[db["scenario"] == POOLED]
+            max_diff = max(max(abs(cells[(g, c)].md - md), abs(cells[(g, c)].se - se)
+                               if math.isfinite(se) else 0.0, abs(cells[(g, c)].n - nn))
+                           for g, c, md, se, nn in db[["group", "country", "md", "se", "n"]]
+                           .itertuples(index=False))
+    df = pd.DataFrame([{"country": r.country, "md": r.md, "lo": r.ci_lower, "hi": r.ci_upper,
+                        "n": r.n} for r in rows])
+    df["truth"] = df["country"].map(truth)
+    fin = df[np.isfinite(df["lo"])].assign(hit=lambda f: (f["lo"] <= f["truth"])
+                                           & (f["truth"] <= f["hi"]),
+                                           err=lambda f: f["md"] - f["truth"])
+    per = fin.groupby("country").agg(coverage=("hit", "mean"), error=("err", "mean"),
+                                     n=("n", "mean"))
+    return {"triplets_per_run": n, "runs": runs, "cell_estimates": len(fin),
+            "answered_share": round(answered_cells / asked, 4),
+            "coverage": round(float(fin["hit"].mean()), 4),
+            "coverage_worst_cell": round(float(per["coverage"].min()), 4),
+            "worst_cell": str(per["coverage"].idxmin()),
+            "mean_bias": round(float(fin["err"].mean()), 4),
+            "mean_bias_se": round(float(fin["err"].std() / math.sqrt(len(fin))), 4),
+            "engine_vs_md_table_max_abs_diff": max_diff,
+            "cells": {c: {"truth": round(truth[c], 4), "mean_n": round(float(v.n), 2),
+                          "coverage": round(float(v.coverage), 4),
+                          "bias": round(float(v.error), 4)} for c, v in per.iterrows()}}
+
+
+def engine_jsd(gen: Gen, n: int, reps: int, seed: int) -> dict[str, Any]:
+    """Each run's excess JSD from the engine (monitor.stats.jsd_rows on the complete
+    units, as jsd_of reads them) against the true distributions' JSD: CI coverage."""
+    truth = gen.truth_jsd(gen.bias)
+    names = [*gen.langs, "overall"]
+    rng = np.random.default_rng([seed, n, 6])
+    est, lo, hi = (np.full((reps, len(names)), np.nan) for _ in range(3))
+    units_n = []
+    for r in range(reps):
+        idx = gen.runs(seed, n, 1, start=r)[0]
+        scores = gen.draw(gen.mu(idx, gen.bias), gen.noise(rng, len(idx)))
+        units = engine_units(gen, idx, scores, gen.answered(rng, len(idx)),
+                             np.zeros(len(idx), int), ["pooled"]).complete()
+        units_n.append(len(units.group))
+        rows = {x.language: x for x in jsd_rows(units, {"pooled": r}) if x.scenario == POOLED}
+        for i, lang in enumerate(names):
+            if lang in rows:
+                est[r, i], lo[r, i], hi[r, i] = (rows[lang].jsd_bits, rows[lang].ci_lower,
+                                                 rows[lang].ci_upper)
+    fin = np.isfinite(lo) & np.isfinite(hi)
+    hit = (lo <= truth + 1e-12) & (truth - 1e-12 <= hi)
+    cover = np.array([hit[fin[:, i], i].mean() if fin[:, i].any() else np.nan
+                      for i in range(len(names))])
+    return {"triplets_per_run": n, "reps": reps,
+            "complete_units_per_run_mean": round(float(np.mean(units_n)), 1),
+            "truth_bits": dict(zip(names, np.round(truth, 5).tolist(), strict=True)),
+            "coverage": dict(zip(names, np.round(cover, 4).tolist(), strict=True)),
+            "coverage_min": round(float(np.nanmin(cover)), 4),
+            "runs_with_an_interval": int(fin[:, -1].sum()),
+            "excess_bias": dict(zip(names, np.round(np.nanmean(est, axis=0) - truth, 5)
+                                    .tolist(), strict=True))}
+
+
+def run_observations(gen: Gen, idx: np.ndarray, scores: np.ndarray, answered: np.ndarray,
+                     group: np.ndarray, k: int, base: dict[str, MDRow], table: BaseTable
+                     ) -> tuple[list[list[Observation | None]], np.ndarray]:
+    """The daemon's observation of each run's pooled cells ([cell][run]): the engine's
+    MD of the run, CUPED against the baseline where it pays (monitor.watch.evaluate.
+    observed); and each cell's n per run."""
+    local = local_pairs(gen.langs, gen.cat.languages)
+    names = [f"{g:04d}" for g in range(k)]
+    units = fill(engine_units(gen, idx, scores, answered, group, names))
+    rows = {(r.group, r.country): r for r in md_rows(units, local) if r.scenario == POOLED}
+    out: list[list[Observation | None]] = [[None] * k for _ in gen.cells]
+    n = np.zeros((k, len(gen.cells)))
+    for g, name in enumerate(names):
+        adj, pers = adjust(units.subset(units.group == g), table, local)
+        for ci, c in enumerate(gen.cells):
+            if (r := rows.get((name, c))) is not None:
+                out[ci][g] = observed(r, base.get(c), adj if pers.used else {})
+                n[g, ci] = r.n
+    return out, n
+
+
+def engine_drift(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pre: int,
+                post: int, dmds: list[float], seed: int) -> dict[str, Any]:
+    """drift_data and sweep's inputs through the engine (losses and all): per rep the
+    automatic baseline (the first B runs pooled, with its covariate table), the monitored
+    runs' observations, and for each shift the same answers with the bias moved at run pre."""
+    local = local_pairs(gen.langs, gen.cat.languages)
+    rng = np.random.default_rng([seed, n, 5])
+    shifted = {d: gen.shift_for(d) for d in dmds}
+    T = base_runs + monitored
+    o_fa: list[list[list[Observation | None]]] = []
+    o_det: dict[float, list[list[list[Observation | None]]]] = {d: [] for d in dmds}
+    ns: list[np.ndarray] = []
+    sds: list[list[float]] = []
+    base_sd: list[float] = []  # each rep's baseline, as the daemon sizes its h from it
+    for r in range(reps):
+        idx, group = gen.batch(seed, n, T, r * T)  # consecutive runs, as the daemon walks
+        noise, answered = gen.noise(rng, len(idx)), gen.answered(rng, len(idx))
+        scores = gen.draw(gen.mu(idx, gen.bias), noise)
+        inb = group < base_runs
+        base_units = fill(engine_units(gen, idx[inb], scores[inb], answered[inb],
+                                       np.zeros(int(inb.sum()), int), ["base"]))
+        base = {r.country: r for r in md_rows(base_units, local) if r.scenario == POOLED}
+        table = base_table(base_units, local)
+        mon = ~inb
+        obs, nn = run_observations(gen, idx[mon], scores[mon], answered[mon],
+                                   group[mon] - base_runs, monitored, base, table)
+        o_fa.append(obs)
+        ns.append(nn)
+        base_sd.append(sd_from_md(list(base.values())))
+        sds.append([base[c].se * math.sqrt(base[c].n) if c in base else math.nan
+                    for c in gen.cells])
+        win = (group >= base_runs + pre) & (group < base_runs + pre + post)
+        for d in dmds:
+            s2 = gen.draw(gen.mu(idx[win], shifted[d]), noise[win])
+            after, _ = run_observations(gen, idx[win], s2, answered[win],
+                                        group[win] - base_runs - pre, post, base, table)
+            o_det[d].append([obs[c][:pre] + after[c] for c in range(len(gen.cells))])
+        if (r + 1) % 10 == 0:
+            print(f"  engine drift {len(gen.langs)} languages, {n}/run: rep {r + 1}/{reps}",
+                  flush=True)
+    return {"o_fa": o_fa, "o_det": o_det, "n_cell": np.mean(ns, axis=(0, 1)),
+            "sd_cell": np.nanmean(np.array(sds), axis=0), "base_sd": base_sd}
 
 
 def recommend(drift: dict[str, Any], h_grid: list[float], default_h: float) -> dict[str, Any]:
@@ -503,9 +768,9 @@ def recommend(drift: dict[str, Any], h_grid: list[float], default_h: float) -> d
 def planner_check(cat: Catalog, drift: dict[str, Any], rec: dict[str, Any],
                   drift_points: float, default_h: float, base_runs: int) -> dict[str, Any]:
     """monitor.watch.plan's normal-model simulation against this full simulation, same h."""
-    from monitor.watch.plan import assess, cell_shares
+    from monitor.watch.plan import assess
 
-    cells = cell_shares(cat, SCENARIOS, LANGS)
+    cells = cell_shares(cat, SCENARIOS, SIX)
     out: dict[str, Any] = {}
     for size, res in drift.items():
         sd = float(np.mean(list(res["sd_d_per_cell"].values())))
@@ -554,6 +819,83 @@ def figures(md: dict[str, Any], drift: dict[str, Any], h_grid: list[float],
     return [str(p.relative_to(OUT.parent.parent)) for p in paths]
 
 
+def engine_main(args: argparse.Namespace, drift_points: float, fa_target: float,
+               default_h: float) -> None:
+    """The engine's part: MD's and JSD's coverage and the CUSUM's false pages and detection
+    (each rep also at the h the daemon's `cusum_h: auto` derives from its baseline, for
+    the CUSUM alone), every statistic from the engine on the generator's arrays: the
+    lossy profile at 6 or 14 languages, the demo profile at 14."""
+    lossy = args.profile == "lossy"
+    languages = SIX if args.languages == 6 else FOURTEEN
+    big = (120 if args.languages == 6 else 350) if lossy else 200  # lossy: the planner's
+    sizes = [int(x) for x in (args.sizes or f"40,{big}").split(",")]
+    h_grid = [float(x) for x in (args.h_grid or "3,4,5,6,7,8,10,12,14,16").split(",")]
+    start = time.time()
+    cat = load_catalog()
+    gen = LossyGen(cat, DEMO_BIAS, languages) if lossy else Gen(cat, DEMO_BIAS,
+                                                                 languages=languages)
+    cells = cell_shares(cat, SCENARIOS, languages)
+    md = {str(n): engine_md(gen, n, args.md_runs if n == sizes[0] else args.md_runs // 3,
+                           args.seed) for n in sizes}
+    print(json.dumps({n: {k: v for k, v in m.items() if k != "cells"} for n, m in md.items()}),
+          flush=True)
+    jsd = {str(n): engine_jsd(gen, n, args.jsd_reps, args.seed) for n in sizes}
+    print(json.dumps({n: [j["coverage_min"], j["complete_units_per_run_mean"]]
+                      for n, j in jsd.items()}), flush=True)
+    drift: dict[str, Any] = {}
+    for n in sizes:
+        data = engine_drift(gen, n, args.reps, args.baseline_runs, args.monitored_runs, PRE,
+                           POST, DMDS, args.seed)
+        h_auto = [baseline_h(cells, sd, n, args.baseline_runs * n, fa_target=fa_target,
+                             drift_points=drift_points, min_runs_firing=2).h
+                  for sd in data["base_sd"]]
+        drift[str(n)] = sweep_obs(gen, data["o_fa"], data["o_det"], data["n_cell"],
+                                  data["sd_cell"], h_grid, drift_points, 2, PRE, POST, h_auto)
+        drift[str(n)]["h_auto_per_rep"] = {f"{h:g}": h_auto.count(h) for h in sorted(set(h_auto))}
+    rec = recommend(drift, h_grid, default_h)
+    for size, res in drift.items():
+        auto = res["h"]["auto"]
+        rec[size]["at_auto_h"] = {
+            "h": res["h_auto_per_rep"],
+            "false_alarms_per_100_runs": auto["false_alarms_per_100_runs"],
+            "false_alarms_se": auto["false_alarms_se"],
+            "p_detect_0.5_within_3": auto["detection"]["0.5"]["p_within_3_runs"],
+            "p_detect_0.5_within_3_worst_cell": auto["detection"]["0.5"]["p_within_3_worst_cell"],
+            "worst_cell": auto["detection"]["0.5"]["worst_cell"]}
+    doc = {"command": "python bench/stat_validation.py " + " ".join(sys.argv[1:]),
+           "machine": f"{platform.machine()}, Python {platform.python_version()}",
+           "definitions": {
+               "generator": ("the simulated endpoint's lossy profile (monitor/measure/"
+                             "simulated.py PROFILES: noise sd 1.3 with 30% persistent per "
+                             "triplet x language x option, call sd 0.6, leniency ko +0.3 ja "
+                             "-0.2 de -0.2, each language's answers lost whole at its refusal + "
+                             "garble rate); a numpy replica (LossyGen)" if lossy else
+                             "the demo profile (noise sd 1, every answer read); a numpy "
+                             "replica (Gen)") + f", demo biases, {len(languages)} languages",
+               "md": "the engine's pooled cell of each run (monitor.stats: fill, md_rows), "
+                     "checked equal to md_table (the same answers stored in DuckDB)",
+               "jsd": "the engine's excess JSD of each run's pooled cell (jsd_rows on the "
+                      "complete units, as jsd_of) against the JSD of the exact population "
+                      "score distributions",
+               "md_truth": "E[d] over the sampler's population from the exact rounded-and-"
+                           "clipped normal score distributions given each triplet's persistent "
+                           "part",
+               "drift": "the daemon's observation (monitor.watch.evaluate.observed: the run's "
+                        "engine MD, CUPED against the baseline where it pays) and its step; "
+                        "baseline = the first B runs pooled (the automatic baseline); the CUSUM "
+                        "alone (no top-up: bench/topup.py measures it); row 'auto': each rep "
+                        "at the h `cusum_h: auto` gives its baseline for the CUSUM alone "
+                        "(monitor.watch.reference.baseline_h, floor 0)"},
+           "md": md, "jsd": jsd, "drift": drift, "recommendation": rec,
+           "seconds": round(time.time() - start, 1)}
+    out = args.out or OUT / f"stat_validation_{args.profile}_{args.languages}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(json.dumps({"md": {k: [v["coverage"], v["coverage_worst_cell"]] for k, v in md.items()},
+                      "jsd_cov_min": {k: v["coverage_min"] for k, v in jsd.items()},
+                      "recommendation": rec, "seconds": doc["seconds"]}, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -561,8 +903,11 @@ def main() -> None:
     ap.add_argument("--jsd-reps", type=int, default=300)
     ap.add_argument("--md-runs", type=int, default=1000)
     ap.add_argument("--check-runs", type=int, default=60, help="real-path runs for the check")
-    ap.add_argument("--sizes", default="40,100,200")
-    ap.add_argument("--h-grid", default="3,4,5,5.5,6,6.5,7,8,10,12")
+    ap.add_argument("--sizes", default=None, help="default 40,100,200; lossy: 40 and the "
+                    "planner's size (120 at 6 languages, 350 at 14); demo at 14: 40,200")
+    ap.add_argument("--h-grid", default=None,
+                    help="default 3,4,5,5.5,6,6.5,7,8,10,12; the engine's part (lossy, or "
+                         "14 languages): 3,4,5,6,7,8,10,12,14,16")
     ap.add_argument("--baseline-runs", type=int, default=20)  # the daemon's default
     ap.add_argument("--monitored-runs", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
@@ -571,7 +916,14 @@ def main() -> None:
                     help="only the drift sweep (no checks, no figures)")
     ap.add_argument("--drift-points", type=float, default=None,
                     help="thresholds.drift_md_points to simulate (default: the config's)")
-    ap.add_argument("--out", type=Path, default=OUT / "stat_validation.json")
+    ap.add_argument("--profile", choices=["demo", "lossy"], default="demo",
+                    help="lossy: the realistic score model with each language's losses; "
+                         "it and 14 languages run the engine's part (engine_main)")
+    ap.add_argument("--languages", type=int, choices=[6, 14], default=6,
+                    help="the six or the fourteen languages")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default bench/results/stat_validation.json, or "
+                         "stat_validation_<profile>_<languages>.json")
     args = ap.parse_args()
     if args.quick:
         args.reps, args.jsd_reps, args.md_runs, args.check_runs = 10, 10, 100, 2
@@ -579,9 +931,13 @@ def main() -> None:
 
     t = Thresholds()
     drift_points = t.drift_md_points if args.drift_points is None else args.drift_points
-    sizes = [int(x) for x in args.sizes.split(",")]
-    h_grid = [float(x) for x in args.h_grid.split(",")]
-    dmds, pre, post = [0.25, 0.5, 1.0], 5, 12
+    if args.profile == "lossy" or args.languages != 6:
+        engine_main(args, drift_points, t.false_alarms_per_100, CUSUM_H)
+        return
+    args.out = args.out or OUT / "stat_validation.json"
+    sizes = [int(x) for x in (args.sizes or "40,100,200").split(",")]
+    h_grid = [float(x) for x in (args.h_grid or "3,4,5,5.5,6,6.5,7,8,10,12").split(",")]
+    dmds, pre, post = DMDS, PRE, POST
     start = time.time()
     cat = load_catalog()
     gen = Gen(cat, DEMO_BIAS)

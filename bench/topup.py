@@ -376,9 +376,10 @@ BASELINE_RUNS = {"lossy_14": 20, "lossy_14_350": 20}
 
 
 def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = None,
-             start: Path | None = None) -> dict[str, Any]:
+             start: Path | None = None, country: str = "CN") -> dict[str, Any]:
     """The real-path cases; `start`: a database whose baseline is set (a case's
-    frozen.duckdb) to begin from instead of asking the baseline's runs again."""
+    frozen.duckdb) to begin from instead of asking the baseline's runs again; `country`:
+    whose bias grows by CN_SHIFT in the shifted runs (another than CN: key NAME@COUNTRY)."""
     out = {}
     for name, profile, extra, size, cov in CASES:
         if only and name not in only:
@@ -403,7 +404,7 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = N
             shutil.copy(start, db)
         daemon, store = _daemon(cfg, cat)
         bias = dict(DEMO_BIAS) if name in ACCEPTED else {"CN": 0.0}
-        shifted = {**bias, "CN": bias["CN"] + CN_SHIFT}
+        shifted = {**bias, country: bias.get(country, 0.0) + CN_SHIFT}
         for i in range(0 if start else cycle + 1):  # the baseline, set by the run after it
             asyncio.run(_run(daemon, cat, profile, bias, 1000 + i, extra))
         assert store.baseline("sim") is not None
@@ -439,13 +440,14 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = N
             c0 = _calls(s2, 0)
             for k in range(3):
                 asyncio.run(_run(d2, cat, profile, shifted, 90_000 + 10 * r + k, extra))
-                if _pages(s2, "CN"):
+                if _pages(s2, country):
                     break
-            hits += _pages(s2, "CN") > 0
+            hits += _pages(s2, country) > 0
             calls.append(_calls(s2, c0) / (k + 1))
             ratio += _per_run(s2, frozen_at)
             rep_db.unlink()
-        out[name] = {
+        key = name if country == "CN" else f"{name}@{country}"
+        out[key] = {
             "profile": profile, "params": extra, "triplets_per_run": size, "covariate": cov,
             "languages": len(langs), "accepted_bias": bias if name in ACCEPTED else None,
             "planned_calls_per_run": size * len(langs),
@@ -460,13 +462,14 @@ def e2e_part(cat: Catalog, reps: int, null_runs: int, only: list[str] | None = N
             "null_calls_per_run": round(null_calls, 1),
             "persistence_mean": None if pers[0] is None else round(float(pers[0]), 3),
             "covariate_used_share": None if pers[1] is None else round(float(pers[1]), 3),
-            "shift_reps": reps, "cn_paged_within_3_runs": hits / max(reps, 1),
-            "cn_paged_within_3_runs_ci95": _wilson(hits, reps),
+            "shift_reps": reps, "shifted_country": country,
+            f"{country.lower()}_paged_within_3_runs": hits / max(reps, 1),
+            f"{country.lower()}_paged_within_3_runs_ci95": _wilson(hits, reps),
             "shifted_calls_over_plan_mean": _round(np.mean(ratio) if ratio else None),
             "shifted_calls_over_plan_max": _round(np.max(ratio) if ratio else None),
             "calls_per_run_while_shifted": _round(np.mean(calls) if calls else None, 1),
             "seconds": round(time.time() - t0, 1)}
-        print(name, out[name], flush=True)
+        print(key, out[key], flush=True)
         shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -585,6 +588,9 @@ def main() -> int:
     ap.add_argument("--e2e-from", type=Path, default=None,
                     help="begin the --e2e-only case from this database, its baseline set (a "
                          "case's frozen.duckdb), instead of asking the baseline's runs again")
+    ap.add_argument("--e2e-country", default="CN",
+                    help="the country whose bias grows in the real path's shifted runs; "
+                         "another than CN writes its case as NAME@COUNTRY")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     cat = load_catalog(None, [])
@@ -614,10 +620,13 @@ def main() -> int:
     if args.parts and not e2e_alone:
         res["e2e"], res["note"] = kept_all.get("e2e"), kept_all.get("note")
     elif not args.quick:
-        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only, args.e2e_from)
+        res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only, args.e2e_from,
+                              args.e2e_country)
         if only:  # the other cases' figures stay as measured
             kept = kept_all.get("e2e") or {}
-            res["e2e"] = {**{k: v for k, v in kept.items() if k not in only}, **res["e2e"]}
+            res["e2e"] = {**kept, **res["e2e"]}
+    for key, value in kept_all.items():  # e.g. the verdict's: a partial run keeps them
+        res.setdefault(key, value)
     seconds = round(time.time() - t0, 1)
     if args.parts or only:  # the whole command's time stays; this invocation's beside it
         res["seconds"] = kept_all.get("seconds")

@@ -9,11 +9,12 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from monitor.catalog import Catalog
-from monitor.config import load_settings
+from monitor.config import Settings, load_settings
 from monitor.context import Context
 from monitor.measure import run as run_mod
 from monitor.measure.run import run_endpoint
@@ -28,6 +29,22 @@ def _answer(req: Request) -> Reply:
     return Reply(json.dumps(block))
 
 
+def _setup(tmp_path: Path, api_base: str, **endpoint: Any) -> tuple[Settings, Store]:
+    """A run of 4 triplets against the server, no retries; its store."""
+    cfg = write_config(tmp_path, [openai_endpoint(api_base, max_retries=0, **endpoint)],
+                       sampling={"triplets_per_run": 4})
+    settings, _ = load_settings(cfg)
+    return settings, Store(settings.storage.path)
+
+
+async def _out(server: Any, k: int) -> None:
+    """Until k requests reached the server (a state: out, and held by the gate)."""
+    deadline = time.monotonic() + 60
+    while len(server.requests) < k:
+        assert time.monotonic() < deadline, "no request reached the server"
+        await asyncio.sleep(0.02)
+
+
 def test_a_signal_waits_for_requests_out_not_for_calls_queued_for_a_token(
         tmp_path: Path, shipped_catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     # Were the queued calls awaited, this long drain would let them get their rpm
@@ -35,19 +52,12 @@ def test_a_signal_waits_for_requests_out_not_for_calls_queued_for_a_token(
     monkeypatch.setattr(run_mod, "DRAIN_S", 3600.0)
     gate = Gate(0, _answer)  # every request is held until released: certainly out
     with serve(gate) as server:
-        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=8,
-                                                      rpm=1, max_retries=0)],
-                           sampling={"triplets_per_run": 4})
-        settings, _ = load_settings(cfg)
-        store = Store(settings.storage.path)
+        settings, store = _setup(tmp_path, server.api_base, max_concurrency=8, rpm=1)
 
         async def main() -> int:
             task = asyncio.ensure_future(run_endpoint(Context(settings, shipped_catalog, store),
                                                       settings.endpoints[0]))
-            deadline = time.monotonic() + 60
-            while not server.requests:  # a state: the first request is out and held
-                assert time.monotonic() < deadline, "no request reached the server"
-                await asyncio.sleep(0.02)
+            await _out(server, 1)
             out = len(server.requests)
             task.cancel()  # what SIGTERM does to a run (monitor.commands.probe.terminable)
             gate.released.set()
@@ -69,11 +79,7 @@ def test_more_signals_while_stopping_cut_nothing_short(
     # wire were dropped and the run stayed "running" instead of "interrupted".
     gate = Gate(0, _answer)
     with serve(gate) as server:
-        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2,
-                                                      max_retries=0)],
-                           sampling={"triplets_per_run": 4})
-        settings, _ = load_settings(cfg)
-        store = Store(settings.storage.path)
+        settings, store = _setup(tmp_path, server.api_base, max_concurrency=2)
 
         async def wait_for(what: str, cond: Callable[[], bool]) -> None:
             deadline = time.monotonic() + 60
@@ -111,19 +117,12 @@ def test_calls_still_out_when_the_drain_ends_are_abandoned_and_said(
     monkeypatch.setattr(run_mod, "DRAIN_S", 0.2)
     gate = Gate(0, _answer)  # held past the drain: never answered in time
     with serve(gate) as server:
-        cfg = write_config(tmp_path, [openai_endpoint(server.api_base, max_concurrency=2,
-                                                      max_retries=0, timeout_s=120)],
-                           sampling={"triplets_per_run": 4})
-        settings, _ = load_settings(cfg)
-        store = Store(settings.storage.path)
+        settings, store = _setup(tmp_path, server.api_base, max_concurrency=2, timeout_s=120)
 
         async def main() -> None:
             task = asyncio.ensure_future(run_endpoint(Context(settings, shipped_catalog, store),
                                                       settings.endpoints[0]))
-            deadline = time.monotonic() + 60
-            while len(server.requests) < 2:  # both slots' requests out and held
-                assert time.monotonic() < deadline, "no request reached the server"
-                await asyncio.sleep(0.02)
+            await _out(server, 2)  # both slots' requests out and held
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.wait_for(task, 45)
