@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.frames import jsd_table, md_table
 from bench.languages import FOURTEEN, SIX
 from monitor.catalog import VARIANTS, Catalog, load_catalog
-from monitor.stats import MIN_CELL_N, MDRow, jsd_bits, jsd_rows, tested
+from monitor.stats import MIN_CELL_N, Adjusted, MDRow, jsd_bits, jsd_rows, tested
 from monitor.stats.covariate import BaseTable, adjust, base_table
 from monitor.stats.md import local_pairs, md_rows
 from monitor.stats.missing import fill
@@ -676,31 +676,40 @@ def engine_jsd(gen: Gen, n: int, reps: int, seed: int) -> dict[str, Any]:
 
 
 def run_observations(gen: Gen, idx: np.ndarray, scores: np.ndarray, answered: np.ndarray,
-                     group: np.ndarray, k: int, base: dict[str, MDRow], table: BaseTable
-                     ) -> tuple[list[list[Observation | None]], np.ndarray]:
+                     group: np.ndarray, k: int, base: dict[str, MDRow],
+                     table: BaseTable | None
+                     ) -> tuple[list[list[Observation | None]], np.ndarray, list[float]]:
     """The daemon's observation of each run's pooled cells ([cell][run]): the engine's
     MD of the run, CUPED against the baseline where it pays (monitor.watch.evaluate.
-    observed); and each cell's n per run."""
+    observed; table None: baseline.covariate off); each cell's n per run; and per run
+    the variance factor CUPED gave its cells (their mean; 1.0 where it was not used)."""
     local = local_pairs(gen.langs, gen.cat.languages)
     names = [f"{g:04d}" for g in range(k)]
     units = fill(engine_units(gen, idx, scores, answered, group, names))
     rows = {(r.group, r.country): r for r in md_rows(units, local) if r.scenario == POOLED}
     out: list[list[Observation | None]] = [[None] * k for _ in gen.cells]
     n = np.zeros((k, len(gen.cells)))
+    factors = []
     for g, name in enumerate(names):
-        adj, pers = adjust(units.subset(units.group == g), table, local)
+        adj: dict[str, Adjusted] = {}
+        if table is not None:
+            cells, pers = adjust(units.subset(units.group == g), table, local)
+            adj = cells if pers.used else {}
+        factors.append(float(np.mean([a.factor for a in adj.values()])) if adj else 1.0)
         for ci, c in enumerate(gen.cells):
             if (r := rows.get((name, c))) is not None:
-                out[ci][g] = observed(r, base.get(c), adj if pers.used else {})
+                out[ci][g] = observed(r, base.get(c), adj)
                 n[g, ci] = r.n
-    return out, n
+    return out, n, factors
 
 
 def engine_drift(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pre: int,
-                post: int, dmds: list[float], seed: int) -> dict[str, Any]:
+                post: int, dmds: list[float], seed: int, covariate: bool = True
+                ) -> dict[str, Any]:
     """drift_data and sweep's inputs through the engine (losses and all): per rep the
-    automatic baseline (the first B runs pooled, with its covariate table), the monitored
-    runs' observations, and for each shift the same answers with the bias moved at run pre."""
+    automatic baseline (the first B runs pooled, with its covariate table unless
+    `covariate` is off), the monitored runs' observations, and for each shift the same
+    answers with the bias moved at run pre."""
     local = local_pairs(gen.langs, gen.cat.languages)
     rng = np.random.default_rng([seed, n, 5])
     shifted = {d: gen.shift_for(d) for d in dmds}
@@ -710,6 +719,7 @@ def engine_drift(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pr
     ns: list[np.ndarray] = []
     sds: list[list[float]] = []
     base_sd: list[float] = []  # each rep's baseline, as the daemon sizes its h from it
+    factors: list[float] = []
     for r in range(reps):
         idx, group = gen.batch(seed, n, T, r * T)  # consecutive runs, as the daemon walks
         noise, answered = gen.noise(rng, len(idx)), gen.answered(rng, len(idx))
@@ -718,10 +728,11 @@ def engine_drift(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pr
         base_units = fill(engine_units(gen, idx[inb], scores[inb], answered[inb],
                                        np.zeros(int(inb.sum()), int), ["base"]))
         base = {r.country: r for r in md_rows(base_units, local) if r.scenario == POOLED}
-        table = base_table(base_units, local)
+        table = base_table(base_units, local) if covariate else None
         mon = ~inb
-        obs, nn = run_observations(gen, idx[mon], scores[mon], answered[mon],
-                                   group[mon] - base_runs, monitored, base, table)
+        obs, nn, fs = run_observations(gen, idx[mon], scores[mon], answered[mon],
+                                       group[mon] - base_runs, monitored, base, table)
+        factors += fs
         o_fa.append(obs)
         ns.append(nn)
         base_sd.append(sd_from_md(list(base.values())))
@@ -730,14 +741,16 @@ def engine_drift(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pr
         win = (group >= base_runs + pre) & (group < base_runs + pre + post)
         for d in dmds:
             s2 = gen.draw(gen.mu(idx[win], shifted[d]), noise[win])
-            after, _ = run_observations(gen, idx[win], s2, answered[win],
-                                        group[win] - base_runs - pre, post, base, table)
+            after, _, _ = run_observations(gen, idx[win], s2, answered[win],
+                                           group[win] - base_runs - pre, post, base, table)
             o_det[d].append([obs[c][:pre] + after[c] for c in range(len(gen.cells))])
         if (r + 1) % 10 == 0:
             print(f"  engine drift {len(gen.langs)} languages, {n}/run: rep {r + 1}/{reps}",
                   flush=True)
     return {"o_fa": o_fa, "o_det": o_det, "n_cell": np.mean(ns, axis=(0, 1)),
-            "sd_cell": np.nanmean(np.array(sds), axis=0), "base_sd": base_sd}
+            "sd_cell": np.nanmean(np.array(sds), axis=0), "base_sd": base_sd,
+            "cuped": {"runs_used_share": round(float(np.mean(np.array(factors) < 1.0)), 4),
+                      "variance_factor_mean": round(float(np.mean(factors)), 4)}}
 
 
 def recommend(drift: dict[str, Any], h_grid: list[float], default_h: float) -> dict[str, Any]:
@@ -845,13 +858,14 @@ def engine_main(args: argparse.Namespace, drift_points: float, fa_target: float,
     drift: dict[str, Any] = {}
     for n in sizes:
         data = engine_drift(gen, n, args.reps, args.baseline_runs, args.monitored_runs, PRE,
-                           POST, DMDS, args.seed)
+                            POST, DMDS, args.seed, covariate=not args.no_covariate)
         h_auto = [baseline_h(cells, sd, n, args.baseline_runs * n, fa_target=fa_target,
                              drift_points=drift_points, min_runs_firing=2).h
                   for sd in data["base_sd"]]
         drift[str(n)] = sweep_obs(gen, data["o_fa"], data["o_det"], data["n_cell"],
                                   data["sd_cell"], h_grid, drift_points, 2, PRE, POST, h_auto)
         drift[str(n)]["h_auto_per_rep"] = {f"{h:g}": h_auto.count(h) for h in sorted(set(h_auto))}
+        drift[str(n)]["cuped"] = data["cuped"]
     rec = recommend(drift, h_grid, default_h)
     for size, res in drift.items():
         auto = res["h"]["auto"]
@@ -886,9 +900,11 @@ def engine_main(args: argparse.Namespace, drift_points: float, fa_target: float,
                         "alone (no top-up: bench/topup.py measures it); row 'auto': each rep "
                         "at the h `cusum_h: auto` gives its baseline for the CUSUM alone "
                         "(monitor.watch.reference.baseline_h, floor 0)"},
+           "covariate": not args.no_covariate,
            "md": md, "jsd": jsd, "drift": drift, "recommendation": rec,
            "seconds": round(time.time() - start, 1)}
-    out = args.out or OUT / f"stat_validation_{args.profile}_{args.languages}.json"
+    out = args.out or OUT / (f"stat_validation_{args.profile}_{args.languages}"
+                             f"{'_no_covariate' if args.no_covariate else ''}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({"md": {k: [v["coverage"], v["coverage_worst_cell"]] for k, v in md.items()},
@@ -921,9 +937,11 @@ def main() -> None:
                          "it and 14 languages run the engine's part (engine_main)")
     ap.add_argument("--languages", type=int, choices=[6, 14], default=6,
                     help="the six or the fourteen languages")
+    ap.add_argument("--no-covariate", action="store_true",
+                    help="the engine's part with baseline.covariate off (no CUPED)")
     ap.add_argument("--out", type=Path, default=None,
                     help="default bench/results/stat_validation.json, or "
-                         "stat_validation_<profile>_<languages>.json")
+                         "stat_validation_<profile>_<languages>[_no_covariate].json")
     args = ap.parse_args()
     if args.quick:
         args.reps, args.jsd_reps, args.md_runs, args.check_runs = 10, 10, 100, 2
