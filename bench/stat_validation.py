@@ -154,6 +154,11 @@ class Gen:
         out: np.ndarray = (lo + hi) / 2
         return out
 
+    @property
+    def local(self) -> list[tuple[str, str]]:
+        """(country, local language) of the cells, as the engine pairs them."""
+        return local_pairs(self.langs, self.cat.languages)
+
     def batch(self, seed: int, n: int, k: int, start: int) -> tuple[np.ndarray, np.ndarray]:
         """Runs start..start+k-1 of the rotation: their triplets' indexes, each one's run."""
         parts = self.runs(seed, n, k, start=start)
@@ -587,11 +592,11 @@ def engine_units(gen: Gen, idx: np.ndarray, scores: np.ndarray, answered: np.nda
                       triplet=idx[keep].astype(np.int64), answered=answered[keep])
 
 
-def pooled_rows(gen: Gen, units: UnitScores) -> dict[tuple[str, str], MDRow]:
-    """The engine's pooled MD cells (monitor.stats.md_rows of the filled units), by
-    (group, country), as md_of computes them."""
-    local = local_pairs(gen.langs, gen.cat.languages)
-    return {(r.group, r.country): r for r in md_rows(fill(units), local) if r.scenario == POOLED}
+def pooled_rows(gen: Gen, filled: UnitScores) -> dict[tuple[str, str], MDRow]:
+    """The engine's pooled MD cells (monitor.stats.md_rows) of units already filled
+    (monitor.stats.fill), by (group, country), as md_of computes them."""
+    return {(r.group, r.country): r for r in md_rows(filled, gen.local)
+            if r.scenario == POOLED}
 
 
 def engine_md(gen: Gen, n: int, runs: int, seed: int) -> dict[str, Any]:
@@ -610,7 +615,7 @@ def engine_md(gen: Gen, n: int, runs: int, seed: int) -> dict[str, Any]:
         asked, answered_cells = asked + answered[:, :, 0].size, answered_cells + int(
             answered[:, :, 0].sum())
         names = [str(g) for g in range(k)]
-        cells = pooled_rows(gen, engine_units(gen, idx, scores, answered, group, names))
+        cells = pooled_rows(gen, fill(engine_units(gen, idx, scores, answered, group, names)))
         rows += cells.values()
         if chunk == 0:  # the same answers stored in DuckDB and read by md_of
             frame = gen.frame(idx, scores, group, by_scenario=True)[answered.ravel()]
@@ -683,10 +688,10 @@ def run_observations(gen: Gen, idx: np.ndarray, scores: np.ndarray, answered: np
     MD of the run, CUPED against the baseline where it pays (monitor.watch.evaluate.
     observed; table None: baseline.covariate off); each cell's n per run; and per run
     the variance factor CUPED gave its cells (their mean; 1.0 where it was not used)."""
-    local = local_pairs(gen.langs, gen.cat.languages)
+    local = gen.local
     names = [f"{g:04d}" for g in range(k)]
     units = fill(engine_units(gen, idx, scores, answered, group, names))
-    rows = {(r.group, r.country): r for r in md_rows(units, local) if r.scenario == POOLED}
+    rows = pooled_rows(gen, units)
     out: list[list[Observation | None]] = [[None] * k for _ in gen.cells]
     n = np.zeros((k, len(gen.cells)))
     factors = []
@@ -710,7 +715,7 @@ def engine_drift(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pr
     automatic baseline (the first B runs pooled, with its covariate table unless
     `covariate` is off), the monitored runs' observations, and for each shift the same
     answers with the bias moved at run pre."""
-    local = local_pairs(gen.langs, gen.cat.languages)
+    local = gen.local
     rng = np.random.default_rng([seed, n, 5])
     shifted = {d: gen.shift_for(d) for d in dmds}
     T = base_runs + monitored
@@ -727,7 +732,7 @@ def engine_drift(gen: Gen, n: int, reps: int, base_runs: int, monitored: int, pr
         inb = group < base_runs
         base_units = fill(engine_units(gen, idx[inb], scores[inb], answered[inb],
                                        np.zeros(int(inb.sum()), int), ["base"]))
-        base = {r.country: r for r in md_rows(base_units, local) if r.scenario == POOLED}
+        base = {c: r for (_, c), r in pooled_rows(gen, base_units).items()}
         table = base_table(base_units, local) if covariate else None
         mon = ~inb
         obs, nn, fs = run_observations(gen, idx[mon], scores[mon], answered[mon],
