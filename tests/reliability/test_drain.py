@@ -37,11 +37,12 @@ def _setup(tmp_path: Path, api_base: str, **endpoint: Any) -> tuple[Settings, St
     return settings, Store(settings.storage.path)
 
 
-async def _out(server: Any, k: int) -> None:
-    """Until k requests reached the server (a state: out, and held by the gate)."""
+async def _until(what: str, cond: Callable[[], bool]) -> None:
+    """Until `cond` holds (a state, e.g. requests out and held by the gate); fails with
+    `what` after 60 s."""
     deadline = time.monotonic() + 60
-    while len(server.requests) < k:
-        assert time.monotonic() < deadline, "no request reached the server"
+    while not cond():
+        assert time.monotonic() < deadline, what
         await asyncio.sleep(0.02)
 
 
@@ -57,7 +58,7 @@ def test_a_signal_waits_for_requests_out_not_for_calls_queued_for_a_token(
         async def main() -> int:
             task = asyncio.ensure_future(run_endpoint(Context(settings, shipped_catalog, store),
                                                       settings.endpoints[0]))
-            await _out(server, 1)
+            await _until("a request out", lambda: len(server.requests) >= 1)
             out = len(server.requests)
             task.cancel()  # what SIGTERM does to a run (monitor.commands.probe.terminable)
             gate.released.set()
@@ -81,18 +82,12 @@ def test_more_signals_while_stopping_cut_nothing_short(
     with serve(gate) as server:
         settings, store = _setup(tmp_path, server.api_base, max_concurrency=2)
 
-        async def wait_for(what: str, cond: Callable[[], bool]) -> None:
-            deadline = time.monotonic() + 60
-            while not cond():
-                assert time.monotonic() < deadline, what
-                await asyncio.sleep(0.02)
-
         async def main() -> int:
             task = asyncio.ensure_future(run_endpoint(Context(settings, shipped_catalog, store),
                                                       settings.endpoints[0]))
-            await wait_for("two requests out", lambda: len(server.requests) >= 2)
+            await _until("two requests out", lambda: len(server.requests) >= 2)
             task.cancel()
-            await wait_for("the run stopping", lambda: "stopping: no new call" in caplog.text)
+            await _until("the run stopping", lambda: "stopping: no new call" in caplog.text)
             for _ in range(3):
                 task.cancel()
                 await asyncio.sleep(0)  # let each one land in the stop
@@ -122,7 +117,8 @@ def test_calls_still_out_when_the_drain_ends_are_abandoned_and_said(
         async def main() -> None:
             task = asyncio.ensure_future(run_endpoint(Context(settings, shipped_catalog, store),
                                                       settings.endpoints[0]))
-            await _out(server, 2)  # both slots' requests out and held
+            await _until("both slots' requests out",  # and held
+                         lambda: len(server.requests) >= 2)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.wait_for(task, 45)
