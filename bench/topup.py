@@ -617,15 +617,13 @@ def main() -> int:
                            "runs_per_history": RUNS, "note": kept_all.get("note")}
     for name, run in parts.items():  # a part not chosen keeps its figures as measured
         res[name] = run() if name in chosen else kept_all.get(name)
-    if args.parts and not e2e_alone:
-        res["e2e"], res["note"] = kept_all.get("e2e"), kept_all.get("note")
-    elif not args.quick:
+    if not args.quick and (e2e_alone or not args.parts):  # else e2e keeps its figures
         res["e2e"] = e2e_part(cat, args.e2e_reps, args.e2e_null_runs, only, args.e2e_from,
                               args.e2e_country)
         if only:  # the other cases' figures stay as measured
             kept = kept_all.get("e2e") or {}
             res["e2e"] = {**kept, **res["e2e"]}
-    for key, value in kept_all.items():  # e.g. the verdict's: a partial run keeps them
+    for key, value in kept_all.items():  # what this run did not measure keeps its figures
         res.setdefault(key, value)
     seconds = round(time.time() - t0, 1)
     if args.parts or only:  # the whole command's time stays; this invocation's beside it
